@@ -1,0 +1,38 @@
+# hookproxy: the two commands of README.md, and their set-up on a fresh Debian machine.
+# The package list and build flags here are the single source of truth; docker/Dockerfile mirrors them
+# (Tests check the two agree).
+
+SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev pkg-config curl openssl ca-certificates
+SWIFT_BUILD_FLAGS := -c release
+RULES ?= rules
+ARGS ?=
+
+.PHONY: deps build run test check bench clean
+
+# Installs the system libraries hookproxy links (and the tools its tests use) when missing.
+deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	swift build $(SWIFT_BUILD_FLAGS)
+
+# Runs the proxy on 127.0.0.1:8080 with the example rules.
+run: build
+	"$$(swift build $(SWIFT_BUILD_FLAGS) --show-bin-path)/hookproxy" run --rules $(RULES) $(ARGS)
+
+# Builds and runs every test (unit, integration through real sockets, rule examples).
+test: deps
+	swift build --build-tests
+	swift test --skip-build
+	swift run hookproxy check --rules rules
+
+bench: deps
+	bash bench/run.sh
+
+clean:
+	rm -rf .build

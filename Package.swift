@@ -1,0 +1,87 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Dependency versions are the ones the build machines' package mirror holds.
+let package = Package(
+    name: "hookproxy",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "hookproxy", targets: ["hookproxy"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
+    ],
+    targets: [
+        // C worlds: system libraries behind static-inline shims. Only ProxyUpstream imports them.
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+
+        .target(name: "ProxyModel"),
+        .target(name: "ProxyRules", dependencies: [
+            "ProxyModel",
+            .product(name: "Yams", package: "Yams"),
+            .product(name: "CompressNIO", package: "compress-nio"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ]),
+        .target(name: "ProxyLog", dependencies: [
+            "ProxyModel",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "ProxyUpstream", dependencies: [
+            "ProxyModel", "CCurl", "COpenSSL",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "ProxyServer", dependencies: [
+            "ProxyModel", "ProxyRules", "ProxyUpstream", "ProxyLog",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "ProxyTestSupport", dependencies: [
+            "ProxyModel", "ProxyServer",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
+        .executableTarget(name: "hookproxy", dependencies: [
+            "ProxyModel", "ProxyRules", "ProxyServer", "ProxyUpstream", "ProxyLog",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+
+        .testTarget(name: "ProxyModelTests", dependencies: ["ProxyModel"]),
+        .testTarget(name: "ProxyRulesTests", dependencies: ["ProxyRules", "ProxyModel"]),
+        .testTarget(name: "ProxyLogTests", dependencies: ["ProxyLog", "ProxyModel"]),
+        .testTarget(name: "ProxyUpstreamTests", dependencies: ["ProxyUpstream", "ProxyModel", "ProxyTestSupport"]),
+        .testTarget(name: "ProxyServerTests", dependencies: [
+            "ProxyServer", "ProxyModel", "ProxyTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
+        .testTarget(name: "IntegrationTests", dependencies: [
+            "ProxyServer", "ProxyModel", "ProxyRules", "ProxyTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
+    ],
+    swiftLanguageModes: [.v6]
+)

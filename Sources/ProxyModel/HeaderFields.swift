@@ -1,0 +1,79 @@
+/// One header line as it travels: the name keeps the case the sender used.
+public struct HeaderField: Sendable, Hashable {
+    public var name: String
+    public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// An ordered list of header fields: order, case and duplicates are kept exactly; lookups by name ignore case.
+/// A value type, usable from any thread.
+public struct HeaderFields: Sendable, Hashable, RandomAccessCollection, ExpressibleByArrayLiteral {
+    public private(set) var fields: [HeaderField]
+
+    public init(_ fields: [HeaderField] = []) { self.fields = fields }
+    public init(arrayLiteral elements: (String, String)...) {
+        self.fields = elements.map { HeaderField(name: $0.0, value: $0.1) }
+    }
+
+    public var startIndex: Int { fields.startIndex }
+    public var endIndex: Int { fields.endIndex }
+    public subscript(position: Int) -> HeaderField { fields[position] }
+
+    /// The first value for `name` (case-insensitive), or nil.
+    public subscript(name: String) -> String? {
+        fields.first { $0.name.caseInsensitiveEquals(name) }?.value
+    }
+
+    /// Every value for `name`, in order.
+    public func values(for name: String) -> [String] {
+        fields.filter { $0.name.caseInsensitiveEquals(name) }.map(\.value)
+    }
+
+    public func contains(_ name: String) -> Bool {
+        fields.contains { $0.name.caseInsensitiveEquals(name) }
+    }
+
+    public mutating func add(_ name: String, _ value: String) {
+        fields.append(HeaderField(name: name, value: value))
+    }
+
+    /// Replaces every field named `name` by one field, kept at the position of the first; appended when absent.
+    public mutating func set(_ name: String, _ value: String) {
+        if let first = fields.firstIndex(where: { $0.name.caseInsensitiveEquals(name) }) {
+            fields[first].value = value
+            var index = fields.index(after: first)
+            while index < fields.endIndex {
+                if fields[index].name.caseInsensitiveEquals(name) { fields.remove(at: index) } else { index += 1 }
+            }
+        } else {
+            add(name, value)
+        }
+    }
+
+    public mutating func remove(_ name: String) {
+        fields.removeAll { $0.name.caseInsensitiveEquals(name) }
+    }
+
+    public mutating func removeAll(where shouldRemove: (HeaderField) -> Bool) {
+        fields.removeAll(where: shouldRemove)
+    }
+}
+
+extension String {
+    /// ASCII case-insensitive comparison, as HTTP field names are compared.
+    @inlinable
+    public func caseInsensitiveEquals(_ other: String) -> Bool {
+        let lhs = self.utf8, rhs = other.utf8
+        guard lhs.count == rhs.count else { return false }
+        for (a, b) in zip(lhs, rhs) where a != b {
+            let la = (a >= 65 && a <= 90) ? a + 32 : a
+            let lb = (b >= 65 && b <= 90) ? b + 32 : b
+            if la != lb { return false }
+        }
+        return true
+    }
+}

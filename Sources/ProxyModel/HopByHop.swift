@@ -1,0 +1,29 @@
+/// Hop-by-hop header handling (RFC 9110 §7.6.1): these headers describe one connection and are never forwarded.
+public enum HopByHop {
+    /// Always hop-by-hop, whatever `Connection` says.
+    public static let names: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
+        "te", "trailer", "transfer-encoding", "upgrade",
+    ]
+
+    /// Removes the standard hop-by-hop headers and every header named in `Connection`.
+    public static func strip(_ headers: inout HeaderFields) {
+        var named = names
+        for value in headers.values(for: "connection") {
+            for token in value.split(separator: ",") {
+                named.insert(token.trimmingSpaces().lowercased())
+            }
+        }
+        headers.removeAll { named.contains($0.name.lowercased()) }
+    }
+}
+
+extension StringProtocol {
+    /// The string without leading and trailing spaces and tabs.
+    public func trimmingSpaces() -> String {
+        var scalars = Substring(self)
+        while let first = scalars.first, first == " " || first == "\t" { scalars.removeFirst() }
+        while let last = scalars.last, last == " " || last == "\t" { scalars.removeLast() }
+        return String(scalars)
+    }
+}

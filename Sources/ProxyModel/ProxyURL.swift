@@ -1,0 +1,82 @@
+/// An absolute http(s) URL split into the parts rules match and templates use.
+/// `path` never holds the query; `query` is nil when the URL has no `?`.
+public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
+    public var scheme: String
+    public var host: String
+    public var port: Int
+    public var path: String
+    public var query: String?
+
+    public init(scheme: String, host: String, port: Int? = nil, path: String = "/", query: String? = nil) {
+        self.scheme = scheme.lowercased()
+        self.host = host
+        self.port = port ?? ProxyURL.defaultPort(for: scheme)
+        self.path = path.isEmpty ? "/" : path
+        self.query = query
+    }
+
+    /// Parses `http://host[:port][/path][?query]` (also `https`, and bracketed IPv6 hosts).
+    /// Returns nil for anything else. A fragment is dropped.
+    public init?(string: String) {
+        guard let schemeEnd = string.range(of: "://") else { return nil }
+        let scheme = string[..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "http" || scheme == "https" else { return nil }
+        var rest = string[schemeEnd.upperBound...]
+        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+        var authority = rest[..<authorityEnd]
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        guard let (host, port) = ProxyURL.splitAuthority(authority, defaultPort: ProxyURL.defaultPort(for: scheme))
+        else { return nil }
+        let target = rest[authorityEnd...]
+        let (path, query) = ProxyURL.splitTarget(target)
+        self.init(scheme: scheme, host: host, port: port, path: path, query: query)
+    }
+
+    /// `host` and `port` from `host[:port]` or `[v6]:port`; nil when malformed.
+    public static func splitAuthority(_ authority: Substring, defaultPort: Int) -> (String, Int)? {
+        guard !authority.isEmpty else { return nil }
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            let host = String(authority[authority.index(after: authority.startIndex)..<close])
+            let after = authority[authority.index(after: close)...]
+            if after.isEmpty { return (host, defaultPort) }
+            guard after.hasPrefix(":"), let port = Int(after.dropFirst()), (1...65535).contains(port) else { return nil }
+            return (host, port)
+        }
+        if let colon = authority.lastIndex(of: ":") {
+            let host = String(authority[..<colon])
+            guard !host.isEmpty, let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port)
+            else { return nil }
+            return (host, port)
+        }
+        return (String(authority), defaultPort)
+    }
+
+    /// Splits an origin-form target `/path?query` into its path and query.
+    public static func splitTarget(_ target: Substring) -> (String, String?) {
+        if let question = target.firstIndex(of: "?") {
+            let path = String(target[..<question])
+            return (path.isEmpty ? "/" : path, String(target[target.index(after: question)...]))
+        }
+        return (target.isEmpty ? "/" : String(target), nil)
+    }
+
+    public static func defaultPort(for scheme: String) -> Int { scheme.lowercased() == "https" ? 443 : 80 }
+
+    public var isDefaultPort: Bool { port == ProxyURL.defaultPort(for: scheme) }
+
+    /// `host` or `host:port` (port only when not the scheme's default); IPv6 hosts in brackets.
+    public var authority: String {
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return isDefaultPort ? shownHost : "\(shownHost):\(port)"
+    }
+
+    /// The request target in origin form: path plus `?query` when present.
+    public var pathAndQuery: String { query.map { "\(path)?\($0)" } ?? path }
+
+    public var description: String { "\(scheme)://\(authority)\(pathAndQuery)" }
+
+    /// scheme, host (lower-cased) and port: what "same origin" compares.
+    public var origin: String { "\(scheme)://\(host.lowercased()):\(port)" }
+}

@@ -1,0 +1,85 @@
+import ProxyModel
+
+/// A response hookproxy gives itself (`respond`, `redirect_client`), without asking the upstream.
+public struct LocalResponse: Sendable {
+    public var head: ResponseHead
+    public var body: [UInt8]
+    public init(head: ResponseHead, body: [UInt8]) {
+        self.head = head
+        self.body = body
+    }
+}
+
+/// Transforms a whole body (`replace`, `json`, `file`), decoding gzip/deflate first when the headers say so.
+/// Pure and thread-safe; run off the event loop for large bodies.
+public protocol BodyTransforming: Sendable {
+    /// Returns the new body, with `headers` fixed (Content-Encoding removed when decoded, Content-Length corrected),
+    /// and notes for the log (e.g. why a JSON path was impossible).
+    func apply(to body: [UInt8], headers: inout HeaderFields) -> (body: [UInt8], notes: [String])
+}
+
+/// What the rules decided for one request. Made once per exchange from one RuleSet snapshot.
+public struct FlowPlan: Sendable {
+    /// Names of the rules that matched, in file order.
+    public var firedRules: [String]
+    /// What the rules did, for the log line (e.g. `mapped → http://127.0.0.1:9000/v1/u`).
+    public var events: [HookEvent]
+    /// Where to send the request (the client's URL unless `map_remote` changed it).
+    public var upstreamURL: ProxyURL
+    /// Answer locally and stop (`respond` / `redirect_client`), already with response edits applied.
+    public var localResponse: LocalResponse?
+    public var delayMs: Int
+    public var requestEdits: [HeaderEdit]
+    public var requestBodyTransform: (any BodyTransforming)?
+    public var responseEdits: [HeaderEdit]
+    public var responseBodyTransform: (any BodyTransforming)?
+    public var onRedirect: RedirectPolicy?
+    public var onChallenge: ChallengePolicy?
+    public var trust: TrustPolicy?
+
+    public init(upstreamURL: ProxyURL) {
+        self.firedRules = []
+        self.events = []
+        self.upstreamURL = upstreamURL
+        self.localResponse = nil
+        self.delayMs = 0
+        self.requestEdits = []
+        self.requestBodyTransform = nil
+        self.responseEdits = []
+        self.responseBodyTransform = nil
+    }
+
+    /// Applies every matching rule's `request` header edits in file order.
+    public func editRequest(_ head: inout RequestHead) {
+        for edit in requestEdits { edit.apply(to: &head.headers) }
+    }
+
+    /// Applies every matching rule's `response` edits (status, headers) in file order.
+    public func editResponse(_ head: inout ResponseHead) {
+        for edit in responseEdits {
+            if let status = edit.status {
+                head.status = status
+                head.reason = ResponseHead.standardReason(for: status)
+            }
+            edit.apply(to: &head.headers)
+        }
+    }
+}
+
+/// `set_headers` / `remove_headers` (and, for responses, `status`) of one rule.
+public struct HeaderEdit: Sendable, Hashable {
+    public var set: [HeaderField]
+    public var remove: [String]
+    public var status: Int?
+
+    public init(set: [HeaderField] = [], remove: [String] = [], status: Int? = nil) {
+        self.set = set
+        self.remove = remove
+        self.status = status
+    }
+
+    public func apply(to headers: inout HeaderFields) {
+        for name in remove { headers.remove(name) }
+        for field in set { headers.set(field.name, field.value) }
+    }
+}

@@ -1,0 +1,1 @@
+// TestOrigin and friends

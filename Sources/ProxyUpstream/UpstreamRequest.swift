@@ -1,0 +1,93 @@
+import ProxyModel
+
+/// Everything the upstream engine needs to carry one request: built on the event loop, read on the curl thread.
+public struct UpstreamRequest: Sendable {
+    /// How the request body is framed upstream.
+    public enum Body: Sendable, Hashable {
+        /// No body (GET, HEAD, …).
+        case none
+        /// Exactly this many bytes (Content-Length).
+        case length(Int64)
+        /// Length unknown: sent chunked.
+        case chunked
+    }
+
+    public var head: RequestHead
+    public var body: Body
+    public var settings: UpstreamSettings
+    public var trust: TrustPolicy?
+    public var challenge: ChallengePolicy?
+
+    public init(head: RequestHead, body: Body, settings: UpstreamSettings, trust: TrustPolicy? = nil,
+                challenge: ChallengePolicy? = nil) {
+        self.head = head
+        self.body = body
+        self.settings = settings
+        self.trust = trust
+        self.challenge = challenge
+    }
+}
+
+/// Engine-wide upstream settings from the command line.
+public struct UpstreamSettings: Sendable, Hashable {
+    public var connectTimeoutMs: Int
+    /// No bytes either way for this long ends the transfer with a timeout.
+    public var idleTimeoutMs: Int
+    /// `--upstream-proxy URL`; nil for direct connections.
+    public var upstreamProxy: String?
+
+    public init(connectTimeoutMs: Int = 10_000, idleTimeoutMs: Int = 60_000, upstreamProxy: String? = nil) {
+        self.connectTimeoutMs = connectTimeoutMs
+        self.idleTimeoutMs = idleTimeoutMs
+        self.upstreamProxy = upstreamProxy
+    }
+}
+
+/// What a finished transfer reports: the measurements, or the failure in words a user can act on.
+public struct UpstreamOutcome: Sendable {
+    public var timings: Timings
+    public var serverIP: String?
+    public var connectionID: String?
+    public var error: ProxyError?
+    public var events: [HookEvent]
+
+    public init(timings: Timings = Timings(), serverIP: String? = nil, connectionID: String? = nil,
+                error: ProxyError? = nil, events: [HookEvent] = []) {
+        self.timings = timings
+        self.serverIP = serverIP
+        self.connectionID = connectionID
+        self.error = error
+        self.events = events
+    }
+}
+
+/// What the body callbacks answer libcurl.
+public enum BodyFlow: Sendable, Equatable {
+    /// The bytes were taken (write) or this many were produced (read).
+    case bytes(Int)
+    /// Nothing now: libcurl pauses this direction until `UpstreamTransfer.resume()`.
+    case pause
+    /// The request body is complete (read only).
+    case end
+}
+
+/// The receiving side of one upstream transfer (implemented by the server's exchange bridge).
+///
+/// Every method is called on the curl thread, in order: `didReceiveHead` once (for the final, non-1xx response),
+/// `didReceiveBody` any number of times, then `didComplete` exactly once (unless the transfer was cancelled).
+/// `provideRequestBody` is called whenever libcurl wants request bytes. None of them may block or throw:
+/// they hand data across under a short lock and return.
+public protocol UpstreamTransferDelegate: AnyObject, Sendable {
+    func didReceiveHead(_ head: ResponseHead)
+    /// Take all of `bytes` and return `.bytes(bytes.count)`, or return `.pause` to take none now.
+    func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow
+    /// Copy up to `buffer.count` request bytes into `buffer`.
+    func provideRequestBody(into buffer: UnsafeMutableRawBufferPointer) -> BodyFlow
+    /// libcurl asks to send the request body again (auth round, replay); return false when that is impossible.
+    func rewindRequestBody() -> Bool
+    func didComplete(_ outcome: UpstreamOutcome)
+}
+
+extension UpstreamTransferDelegate {
+    public func rewindRequestBody() -> Bool { false }
+}

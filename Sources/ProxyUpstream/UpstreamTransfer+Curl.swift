@@ -1,0 +1,181 @@
+import CCurl
+import Foundation
+import ProxyModel
+
+// How one transfer is set up on its easy handle, the C callbacks that feed it, and how its end is read back.
+// Everything here runs on the curl thread.
+extension UpstreamTransfer {
+    static let bufferSize = 64 * 1024
+
+    func configure(_ easy: CurlEasy, settings: UpstreamSettings) throws(CurlError) {
+        let head = request.head
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        try easy.set(CURLOPT_PRIVATE, pointer: context)
+        try easy.set(CURLOPT_NOSIGNAL, true)
+        try easy.set(CURLOPT_URL, "\(head.url.scheme)://\(head.url.authority)/")
+        try easy.set(CURLOPT_REQUEST_TARGET, head.url.pathAndQuery)
+        try easy.set(CURLOPT_PATH_AS_IS, true)
+        try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        try easy.set(CURLOPT_HTTP_VERSION, hp_http_version_1_1())
+        // Never read proxies from the environment: HTTP_PROXY often points at hookproxy itself.
+        try easy.set(CURLOPT_PROXY, settings.upstreamProxy ?? "")
+        try easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, true)
+        try easy.set(CURLOPT_HTTP_CONTENT_DECODING, false)
+        try easy.set(CURLOPT_BUFFERSIZE, UpstreamTransfer.bufferSize)
+        try easy.set(CURLOPT_UPLOAD_BUFFERSIZE, UpstreamTransfer.bufferSize)
+        try easy.set(CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeoutMs)
+        try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
+        try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, (settings.idleTimeoutMs + 999) / 1000))
+        errorBuffer[0] = 0
+        try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
+
+        try easy.set(CURLOPT_HEADERFUNCTION, callback: { buffer, size, count, context in
+            let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(context!).takeUnretainedValue()
+            return transfer.onHeaderLine(UnsafeRawBufferPointer(start: buffer, count: size * count))
+        })
+        try easy.set(CURLOPT_HEADERDATA, pointer: context)
+        try easy.set(CURLOPT_WRITEFUNCTION, callback: { buffer, size, count, context in
+            let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(context!).takeUnretainedValue()
+            return transfer.onBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
+        })
+        try easy.set(CURLOPT_WRITEDATA, pointer: context)
+
+        try configureMethodAndBody(easy, context: context)
+        try easy.setHeaders(headerLines())
+        try configureTLS(easy)
+    }
+
+    private func configureMethodAndBody(_ easy: CurlEasy, context: UnsafeMutableRawPointer) throws(CurlError) {
+        let method = request.head.method
+        switch request.body {
+        case .none:
+            if method == "HEAD" {
+                try easy.set(CURLOPT_NOBODY, true)
+            } else if method == "GET" {
+                try easy.set(CURLOPT_HTTPGET, true)
+            } else {
+                try easy.set(CURLOPT_CUSTOMREQUEST, method)
+            }
+        case .length, .chunked:
+            try easy.set(CURLOPT_UPLOAD, true)
+            if case .length(let length) = request.body {
+                try easy.set(CURLOPT_INFILESIZE_LARGE, offset: length)
+            }
+            if method != "PUT" { try easy.set(CURLOPT_CUSTOMREQUEST, method) }
+            try easy.set(CURLOPT_READFUNCTION, callback: { buffer, size, count, context in
+                let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(context!).takeUnretainedValue()
+                return transfer.onReadBody(UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+            })
+            try easy.set(CURLOPT_READDATA, pointer: context)
+            try easy.setSeekCallback({ context, offset, origin in
+                let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(context!).takeUnretainedValue()
+                guard offset == 0, origin == SEEK_SET, transfer.delegate.rewindRequestBody() else {
+                    return hp_seekfunc_cantseek()
+                }
+                return hp_seekfunc_ok()
+            })
+            try easy.set(CURLOPT_SEEKDATA, pointer: context)
+        }
+    }
+
+    /// The request headers as curl header lines, in the client's order. Content-Length is curl's to write
+    /// (from the body framing); curl's own defaults (Accept, Expect) are suppressed when the client sent none.
+    private func headerLines() -> [String] {
+        var lines: [String] = []
+        lines.reserveCapacity(request.head.headers.count + 2)
+        for field in request.head.headers where !field.name.caseInsensitiveEquals("content-length") {
+            lines.append(field.value.isEmpty ? "\(field.name);" : "\(field.name): \(field.value)")
+        }
+        if !request.head.headers.contains("accept") { lines.append("Accept:") }
+        if !request.head.headers.contains("expect") { lines.append("Expect:") }
+        return lines
+    }
+
+    /// Default verification as curl does it; `trust` policies hook in here.
+    private func configureTLS(_ easy: CurlEasy) throws(CurlError) {
+        try easy.set(CURLOPT_SSL_VERIFYPEER, true)
+        try easy.set(CURLOPT_SSL_VERIFYHOST, 2)
+    }
+
+    // MARK: callbacks
+
+    func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
+        if headParser.feed(line), !holdsHeadForAuthRound(headParser.current?.status ?? 0),
+            let head = headParser.takeForDelivery()
+        {
+            delegate.didReceiveHead(head)
+        }
+        return line.count
+    }
+
+    /// A 401/407 may be answered by curl itself (a second auth round follows): the head waits for the body.
+    private func holdsHeadForAuthRound(_ status: Int) -> Bool {
+        guard status == 401 || status == 407 else { return false }
+        return request.challenge?.action == .useCredential || (status == 407 && request.settings.upstreamProxy != nil)
+    }
+
+    func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        if let head = headParser.takeForDelivery() { delegate.didReceiveHead(head) }
+        switch delegate.didReceiveBody(bytes) {
+        case .bytes: return bytes.count
+        case .pause, .end: return hp_writefunc_pause()
+        }
+    }
+
+    func onReadBody(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        switch delegate.provideRequestBody(into: buffer) {
+        case .bytes(let count): return count
+        case .end: return 0
+        case .pause: return hp_readfunc_pause()
+        }
+    }
+
+    // MARK: the end
+
+    func outcome(for code: CURLcode) -> UpstreamOutcome {
+        var outcome = UpstreamOutcome(events: events)
+        if let easy {
+            outcome.timings = timings(easy)
+            outcome.serverIP = easy.info(string: CURLINFO_PRIMARY_IP)
+            outcome.connectionID = easy.info(CURLINFO_LOCAL_PORT).map(String.init)
+        }
+        if code != CURLE_OK { outcome.error = recordedError ?? error(for: code) }
+        return outcome
+    }
+
+    private func timings(_ easy: CurlEasy) -> Timings {
+        func ms(_ info: CURLINFO) -> Double? {
+            guard let micros = easy.info(offset: info), micros > 0 else { return nil }
+            return Double(micros) / 1000
+        }
+        let dns = ms(CURLINFO_NAMELOOKUP_TIME_T)
+        let connect = ms(CURLINFO_CONNECT_TIME_T)
+        let tls = ms(CURLINFO_APPCONNECT_TIME_T)
+        return Timings(
+            dns: dns,
+            connect: connect.map { $0 - (dns ?? 0) },
+            tls: tls.map { $0 - (connect ?? 0) },
+            firstByte: ms(CURLINFO_STARTTRANSFER_TIME_T),
+            total: ms(CURLINFO_TOTAL_TIME_T)
+        )
+    }
+
+    private func error(for code: CURLcode) -> ProxyError {
+        let reason = errorBuffer[0] == 0 ? String(cString: curl_easy_strerror(code)) : String(cString: errorBuffer)
+        let (kind, what): (ProxyError.Kind, String)
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: (kind, what) = (.dnsFailed, "DNS failure")
+        case CURLE_COULDNT_CONNECT: (kind, what) = (.connectFailed, "cannot connect to")
+        case CURLE_OPERATION_TIMEDOUT:
+            let connected = (easy?.info(offset: CURLINFO_CONNECT_TIME_T) ?? 0) > 0
+            (kind, what) = (.timeout, connected ? "timeout waiting for" : "connect timeout")
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_ISSUER_ERROR:
+            (kind, what) = (.tlsFailed, "TLS failure")
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
+            (kind, what) = (.upstreamClosed, "upstream closed the connection")
+        default: (kind, what) = (.upstreamFailed, "upstream error")
+        }
+        return ProxyError(kind, "hookproxy: \(what) \(host): \(reason)")
+    }
+}

@@ -1,0 +1,111 @@
+import CCurl
+import Foundation
+import ProxyModel
+
+/// One request carried upstream by libcurl.
+///
+/// Created on any thread by `UpstreamEngine.start`; from then on its curl-side state (`easy`, pause flags, header
+/// parsing) is touched only on the curl thread. Other threads may only call `resume()` and `cancel()`, which
+/// enqueue commands for the curl thread.
+public final class UpstreamTransfer: @unchecked Sendable {
+    let request: UpstreamRequest
+    let delegate: any UpstreamTransferDelegate
+    private unowned let engine: UpstreamEngine
+
+    // MARK: curl-thread state
+    var easy: CurlEasy?
+    var state: TransferState = .waiting
+    var headParser = ResponseHeadParser()
+    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: hp_error_size() + 1)
+    var events: [HookEvent] = []
+    var recordedError: ProxyError?
+
+    init(request: UpstreamRequest, delegate: any UpstreamTransferDelegate, engine: UpstreamEngine) {
+        self.request = request
+        self.delegate = delegate
+        self.engine = engine
+        errorBuffer.initialize(repeating: 0, count: hp_error_size() + 1)
+    }
+
+    deinit {
+        errorBuffer.deallocate()
+    }
+
+    /// Asks libcurl to continue a direction that a body callback paused. Any thread.
+    public func resume() {
+        engine.enqueue(.resume(self))
+    }
+
+    /// Stops the transfer at once; `didComplete` is not called. Any thread.
+    public func cancel() {
+        engine.enqueue(.cancel(self))
+    }
+
+    var host: String { request.head.url.authority }
+}
+
+/// Where a transfer is in its life (curl thread only).
+enum TransferState {
+    case waiting
+    case running(paused: Bool)
+    case finished
+}
+
+/// Collects header lines from CURLOPT_HEADERFUNCTION into a ResponseHead. Informational (1xx) responses and
+/// intermediate auth rounds start over at their own status line; the head in force is the last one completed.
+struct ResponseHeadParser {
+    private(set) var current: ResponseHead?
+    private(set) var complete = false
+    private(set) var delivered = false
+
+    /// Feeds one raw header line (with CRLF). Returns true when it ended the head of a final response.
+    mutating func feed(_ line: UnsafeRawBufferPointer) -> Bool {
+        var end = line.count
+        while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
+        if end == 0 {
+            guard let current else { return false }
+            if (100..<200).contains(current.status) && current.status != 101 {
+                self.current = nil
+                return false
+            }
+            complete = true
+            return true
+        }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
+        if text.hasPrefix("HTTP/") {
+            current = ResponseHeadParser.statusLine(text)
+            complete = false
+            return false
+        }
+        guard current != nil else { return false }
+        if text.first == " " || text.first == "\t", let last = current!.headers.indices.last {
+            // obsolete line folding: append to the previous value
+            var fields = Array(current!.headers)
+            fields[last].value += " " + text.trimmingSpaces()
+            current!.headers = HeaderFields(fields)
+            return false
+        }
+        guard let colon = text.firstIndex(of: ":") else { return false }
+        current!.headers.add(String(text[..<colon]), text[text.index(after: colon)...].trimmingSpaces())
+        return false
+    }
+
+    /// The head to hand to the client, once: when complete (or whatever arrived when the transfer ended).
+    mutating func takeForDelivery() -> ResponseHead? {
+        guard !delivered, let current else { return nil }
+        delivered = true
+        return current
+    }
+
+    static func statusLine(_ text: String) -> ResponseHead {
+        let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+        var version = HTTPVersionNumber.http1_1
+        if let v = parts.first?.dropFirst(5) {
+            let numbers = v.split(separator: ".")
+            version = HTTPVersionNumber(major: Int(numbers.first ?? "1") ?? 1, minor: numbers.count > 1 ? Int(numbers[1]) ?? 0 : 0)
+        }
+        let status = parts.count > 1 ? Int(parts[1]) ?? 502 : 502
+        let reason = parts.count > 2 ? String(parts[2]) : ""
+        return ResponseHead(status: status, reason: reason, version: version)
+    }
+}
