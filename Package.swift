@@ -31,6 +31,8 @@ let package = Package(
             .product(name: "Yams", package: "Yams"),
             .product(name: "CompressNIO", package: "compress-nio"),
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .target(name: "ProxyLog", dependencies: [
             "ProxyModel",
