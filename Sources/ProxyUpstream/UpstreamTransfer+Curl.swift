@@ -21,7 +21,8 @@ extension UpstreamTransfer {
         try easy.set(CURLOPT_PROXY, settings.upstreamProxy ?? "")
         try easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, true)
         try easy.set(CURLOPT_HTTP_CONTENT_DECODING, false)
-        try easy.set(CURLOPT_BUFFERSIZE, UpstreamTransfer.bufferSize)
+        // libcurl 7.88 refuses a new receive-buffer size once a recycled handle has its buffer: keep the old one.
+        try? easy.set(CURLOPT_BUFFERSIZE, UpstreamTransfer.bufferSize)
         try easy.set(CURLOPT_UPLOAD_BUFFERSIZE, UpstreamTransfer.bufferSize)
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeoutMs)
         try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)

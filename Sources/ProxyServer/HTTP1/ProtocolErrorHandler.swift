@@ -1,0 +1,68 @@
+import NIOCore
+import NIOHTTP1
+
+/// Answers requests the HTTP parser rejects: 431 when the head is over the size limit, 400 with the parser's
+/// reason otherwise, then closes the connection. If a response is already under way it only closes.
+/// Event-loop bound.
+final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let proxy: ProxyContext
+    private var responseInFlight = false
+    private var failed = false
+
+    init(context: ProxyContext) { self.proxy = context }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !failed else { return }
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parserError = error as? HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        guard !failed else { return }
+        failed = true
+        let (status, message): (HTTPResponseStatus, String) =
+            parserError == .headerOverflow
+            ? (.requestHeaderFieldsTooLarge, "hookproxy: request headers exceed \(proxy.limits.maxHeaderBytes) bytes (--max-header-bytes)")
+            : (.badRequest, "hookproxy: bad request: \(ProtocolErrorHandler.describe(parserError))")
+        proxy.logger.warning("\(context.remoteAddress?.description ?? "client"): \(message)")
+        if responseInFlight {
+            context.close(promise: nil)
+            return
+        }
+        var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Connection", "close")])
+        headers.add(name: "Content-Length", value: String(message.utf8.count + 1))
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: message + "\n")))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head: responseInFlight = true
+        case .end: responseInFlight = false
+        case .body: break
+        }
+        context.write(data, promise: promise)
+    }
+
+    static func describe(_ error: HTTPParserError) -> String {
+        switch error {
+        case .invalidMethod: "unknown method"
+        case .unexpectedContentLength: "Content-Length together with Transfer-Encoding"
+        case .invalidContentLength: "invalid Content-Length"
+        case .invalidVersion: "invalid HTTP version"
+        case .invalidURL: "invalid request target"
+        case .invalidHeaderToken: "invalid character in a header"
+        case .invalidChunkSize: "invalid chunk size"
+        default: "malformed request (syntax or framing, e.g. Content-Length together with Transfer-Encoding)"
+        }
+    }
+}

@@ -1,0 +1,216 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import ProxyModel
+import ProxyRules
+import ProxyUpstream
+
+/// Serves the requests of one client connection, one at a time (NIO's pipelining handler queues the rest):
+/// classifies each head (absolute-form, origin-form, CONNECT, hookproxy's own address), answers locally or hands
+/// the exchange to the upstream engine, and streams bodies both ways with backpressure.
+/// Event-loop bound.
+final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Where the connection is in its current request.
+    enum State {
+        case idle
+        /// Reading (and dropping) the request body; the local answer goes out at the request's end.
+        case answeringLocally(LocalResponse, keepAlive: Bool, events: [HookEvent], RequestContext)
+        /// The request goes upstream (body still arriving, or response under way).
+        case exchanging(Exchange)
+        /// A CONNECT is being set up or the connection became a tunnel: HTTP handling is over.
+        case tunnelling
+        /// The connection closes once the last response is out; whatever the client still sends is dropped.
+        case closing
+    }
+
+    let proxy: ProxyContext
+    /// `https` when this connection is an intercepted TLS tunnel: origin-form requests then mean https.
+    let impliedScheme: String
+    let impliedAuthority: String?
+    private(set) var state: State = .idle
+    private var context: ChannelHandlerContext!
+    private var readPaused = false
+    private var readPending = false
+
+    init(context: ProxyContext, impliedScheme: String = "http", impliedAuthority: String? = nil) {
+        self.proxy = context
+        self.impliedScheme = impliedScheme
+        self.impliedAuthority = impliedAuthority
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    // MARK: inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch (unwrapInboundIn(data), state) {
+        case (.head(let head), .idle):
+            receive(head)
+        case (.body(let buffer), .exchanging(let exchange)):
+            exchange.receiveRequestBody(buffer)
+        case (.end, .exchanging(let exchange)):
+            exchange.finishRequestBody()
+        case (.end, .answeringLocally(let response, let keepAlive, let events, let request)):
+            writeLocal(response, keepAlive: keepAlive, events: events, request: request)
+        case (.body, .answeringLocally), (_, .tunnelling), (_, .closing):
+            break
+        case (.head, _), (.body, .idle), (.end, .idle):
+            illegalTransition("request part in state \(state)")
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if case .exchanging(let exchange) = state { exchange.clientClosed() }
+        state = .idle
+        context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, case .exchanging(let exchange) = state { exchange.drainResponse() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        proxy.logger.debug("connection error: \(error)")
+        context.close(promise: nil)
+    }
+
+    // MARK: outbound: reads are forwarded only while the upstream keeps up with the request body
+
+    func read(context: ChannelHandlerContext) {
+        if readPaused { readPending = true } else { context.read() }
+    }
+
+    func pauseReading() { readPaused = true }
+
+    func resumeReading() {
+        readPaused = false
+        if readPending {
+            readPending = false
+            context.read()
+        }
+    }
+
+    // MARK: classify a request head
+
+    private func receive(_ nioHead: HTTPRequestHead) {
+        let request = RequestContext(head: nioHead, client: context.remoteAddress?.description ?? "?", start: Date())
+        if let refusal = checkProxyAuth(nioHead) {
+            state = .answeringLocally(refusal, keepAlive: nioHead.isKeepAlive, events: [], request)
+            return
+        }
+        if nioHead.method == .CONNECT {
+            state = .tunnelling
+            ConnectTunnel.open(target: nioHead.uri, handler: self, context: context)
+            return
+        }
+        switch RequestClassifier.classify(nioHead, impliedScheme: impliedScheme, impliedAuthority: impliedAuthority,
+                                          listening: proxy.listeningAddress.withLockedValue { $0 }) {
+        case .invalid(let message):
+            state = .answeringLocally(.text(400, "hookproxy: bad request: \(message)\n"), keepAlive: false, events: [], request)
+        case .ownAddress(let path):
+            state = .answeringLocally(OnboardingPage.response(for: path), keepAlive: nioHead.isKeepAlive, events: [], request)
+        case .forward(let clientHead):
+            startExchange(clientHead, nioHead: nioHead, request: request)
+        }
+    }
+
+    private func startExchange(_ clientHead: RequestHead, nioHead: HTTPRequestHead, request: RequestContext) {
+        let plan = proxy.currentRules.plan(for: clientHead)
+        if var local = plan.localResponse {
+            plan.editResponse(&local.head)
+            state = .answeringLocally(local, keepAlive: nioHead.isKeepAlive, events: plan.events,
+                                      request.with(clientHead: clientHead, plan: plan))
+            return
+        }
+        if let expect = nioHead.headers.first(name: "expect"), expect.lowercased() == "100-continue" {
+            // hookproxy takes the body whatever the upstream will say; curl does its own Expect upstream.
+            send(.head(HTTPResponseHead(version: nioHead.version, status: .continue)))
+            flush()
+        }
+        let exchange = Exchange(proxy: proxy, handler: self, eventLoop: context.eventLoop, clientHead: clientHead,
+                                nioHead: nioHead, plan: plan, request: request)
+        state = .exchanging(exchange)
+        exchange.start()
+    }
+
+    private func checkProxyAuth(_ head: HTTPRequestHead) -> LocalResponse? {
+        guard let credentials = proxy.configuration.proxyAuth else { return nil }
+        if let header = head.headers.first(name: "proxy-authorization"), ProxyAuth.matches(header, credentials) {
+            return nil
+        }
+        return .text(407, "hookproxy: proxy authentication required\n",
+                     headers: [("Proxy-Authenticate", "Basic realm=\"hookproxy\"")])
+    }
+
+    // MARK: responses
+
+    /// Writes a response part without flushing.
+    func send(_ part: HTTPServerResponsePart) {
+        context.write(wrapOutboundOut(part), promise: nil)
+    }
+
+    /// Writes and flushes the response's end; the future completes when it is on the wire.
+    func sendEnd() -> EventLoopFuture<Void> {
+        context.writeAndFlush(wrapOutboundOut(.end(nil)))
+    }
+
+    func flush() { context.flush() }
+
+    /// Called by the exchange when its response is complete and the request has been read: the connection goes
+    /// back to idle *before* the response's end is written, because writing it releases the next pipelined request.
+    func exchangeFinished(_ exchange: Exchange, close: Bool, endAlreadySent: Bool = false) {
+        guard case .exchanging(let current) = state, current === exchange else { return }
+        state = close ? .closing : .idle
+        resumeReading()
+        let context = self.context!
+        let ended = endAlreadySent ? context.eventLoop.makeSucceededVoidFuture() : sendEnd()
+        if close { ended.whenComplete { _ in context.close(promise: nil) } }
+    }
+
+    private func writeLocal(_ response: LocalResponse, keepAlive: Bool, events: [HookEvent], request: RequestContext) {
+        state = .idle
+        var head = response.head
+        if !keepAlive { head.headers.set("Connection", "close") }
+        let version = request.head.version
+        send(.head(head.nioHead(version: version)))
+        if !response.body.isEmpty && request.head.method != .HEAD {
+            send(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body))))
+        }
+        let context = self.context!
+        sendEnd().whenComplete { _ in
+            if !keepAlive { context.close(promise: nil) }
+        }
+        proxy.record(request.record(id: proxy.makeFlowID(), response: head, bodySize: response.body.count, events: events))
+    }
+
+    /// Hands the connection to a tunnel: removes every HTTP handler (this one last).
+    func removeHTTPHandlers() throws {
+        let pipeline = context.pipeline.syncOperations
+        for handler in [try pipeline.handler(type: ProtocolErrorHandler.self) as any RemovableChannelHandler,
+                        try pipeline.handler(type: HTTPServerPipelineHandler.self),
+                        try pipeline.handler(type: HTTPResponseEncoder.self),
+                        try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)] {
+            pipeline.removeHandler(handler, promise: nil)
+        }
+        pipeline.removeHandler(self, promise: nil)
+    }
+
+    private func illegalTransition(_ what: String) {
+        proxy.logger.error("internal: \(what); closing the connection")
+        context.close(promise: nil)
+    }
+}
+
+extension ProxyRequestHandler {
+    var isWritable: Bool { context.channel.isWritable }
+
+    func buffer(_ bytes: [UInt8]) -> ByteBuffer { context.channel.allocator.buffer(bytes: bytes) }
+
+    func closeConnection() { context.close(promise: nil) }
+
+}

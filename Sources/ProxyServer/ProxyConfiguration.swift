@@ -1,0 +1,69 @@
+import Logging
+import ProxyLog
+import ProxyModel
+import ProxyRules
+import ProxyUpstream
+
+/// Limits from the command line (SPEC.md "Details").
+public struct ProxyLimits: Sendable, Hashable {
+    public var maxHeaderBytes: Int
+    public var maxConnections: Int
+    /// Buffering for body transforms, redirect replay and challenge replay.
+    public var bodyLimit: Int
+    /// How much of each body the traffic log keeps.
+    public var captureLimit: Int
+    /// How long shutdown waits for exchanges in flight, in milliseconds.
+    public var shutdownGraceMs: Int
+
+    public init(maxHeaderBytes: Int = 64 * 1024, maxConnections: Int = 1024, bodyLimit: Int = 16 * 1024 * 1024,
+                captureLimit: Int = 1024 * 1024, shutdownGraceMs: Int = 5000) {
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxConnections = maxConnections
+        self.bodyLimit = bodyLimit
+        self.captureLimit = captureLimit
+        self.shutdownGraceMs = shutdownGraceMs
+    }
+}
+
+/// `--proxy-auth USER:PASS`: Basic credentials every client must present.
+public struct ProxyCredentials: Sendable, Hashable {
+    public var user: String
+    public var password: String
+    public init(user: String, password: String) { self.user = user; self.password = password }
+
+    /// Parses `USER:PASS`; nil when there is no colon or the user is empty.
+    public init?(_ text: String) {
+        guard let colon = text.firstIndex(of: ":"), colon != text.startIndex else { return nil }
+        self.init(user: String(text[..<colon]), password: String(text[text.index(after: colon)...]))
+    }
+}
+
+/// Everything a running proxy needs; built by the CLI (or a test harness).
+public struct ProxyConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    public var limits: ProxyLimits
+    public var upstream: UpstreamSettings
+    public var proxyAuth: ProxyCredentials?
+    public var rules: RuleStore?
+    /// Where finished exchanges go (console, JSONL, HAR); nil records nothing.
+    public var recorder: (any FlowRecorder)?
+    /// Whether bodies are captured for the recorder (only the file logs need them).
+    public var captureBodies: Bool
+    public var logger: Logger
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, limits: ProxyLimits = ProxyLimits(),
+                upstream: UpstreamSettings = UpstreamSettings(), proxyAuth: ProxyCredentials? = nil,
+                rules: RuleStore? = nil, recorder: (any FlowRecorder)? = nil, captureBodies: Bool = false,
+                logger: Logger = Logger(label: "hookproxy")) {
+        self.host = host
+        self.port = port
+        self.limits = limits
+        self.upstream = upstream
+        self.proxyAuth = proxyAuth
+        self.rules = rules
+        self.recorder = recorder
+        self.captureBodies = captureBodies
+        self.logger = logger
+    }
+}

@@ -1,0 +1,69 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import ProxyModel
+import ProxyRules
+import ProxyUpstream
+import Synchronization
+
+/// What every connection of one running proxy shares: configuration, the upstream engine, counters.
+/// Thread-safe; created once by `ProxyServer.start`.
+final class ProxyContext: Sendable {
+    let configuration: ProxyConfiguration
+    let engine: UpstreamEngine
+    let connections: ConnectionTracker
+    private let nextFlowID = Atomic<Int>(1)
+    /// The real listening address, known once bound.
+    let listeningAddress: NIOLockedValueBox<(host: String, port: Int)?> = .init(nil)
+
+    init(configuration: ProxyConfiguration) {
+        self.configuration = configuration
+        self.engine = UpstreamEngine(settings: configuration.upstream)
+        self.connections = ConnectionTracker(limit: configuration.limits.maxConnections)
+    }
+
+    var logger: Logger { configuration.logger }
+    var limits: ProxyLimits { configuration.limits }
+
+    func makeFlowID() -> Int {
+        nextFlowID.wrappingAdd(1, ordering: .relaxed).oldValue
+    }
+
+    /// The rule snapshot for a new flow.
+    var currentRules: RuleSet { configuration.rules?.current ?? .empty }
+
+    func record(_ flow: FlowRecord) {
+        configuration.recorder?.record(flow)
+    }
+}
+
+/// Counts open client connections and in-flight exchanges; holds the channels so shutdown can close them.
+final class ConnectionTracker: Sendable {
+    private struct State {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        var exchanges = 0
+    }
+    private let state = NIOLockedValueBox(State())
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Registers a new connection; false when the limit is reached (the caller answers 503 and closes).
+    func admit(_ channel: any Channel) -> Bool {
+        state.withLockedValue { state in
+            guard state.channels.count < limit else { return false }
+            state.channels[ObjectIdentifier(channel)] = channel
+            return true
+        }
+    }
+
+    func remove(_ channel: any Channel) {
+        state.withLockedValue { _ = $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+    }
+
+    func exchangeStarted() { state.withLockedValue { $0.exchanges += 1 } }
+    func exchangeEnded() { state.withLockedValue { $0.exchanges -= 1 } }
+
+    var exchangesInFlight: Int { state.withLockedValue { $0.exchanges } }
+    var openChannels: [any Channel] { state.withLockedValue { Array($0.channels.values) } }
+}

@@ -1,0 +1,80 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import ProxyModel
+
+/// A running hookproxy listener: accepts client connections and serves them until `shutdown`.
+///
+/// `start` binds and returns once listening; `shutdown` stops accepting, lets exchanges in flight finish within the
+/// grace period, then closes every connection, stops the upstream engine and closes the logs.
+public final class ProxyServer: Sendable {
+    private let context: ProxyContext
+    private let group: MultiThreadedEventLoopGroup
+    private let serverChannel: any Channel
+
+    /// The address actually bound (port 0 resolved).
+    public let host: String
+    public let port: Int
+
+    public static func start(_ configuration: ProxyConfiguration) async throws -> ProxyServer {
+        let context = ProxyContext(configuration: configuration)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 512)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 4)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try ProxyPipeline.configure(channel, context: context)
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        } catch {
+            context.engine.shutdown()
+            try? await group.shutdownGracefully()
+            throw ProxyStartError("hookproxy: cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        }
+        let port = channel.localAddress?.port ?? configuration.port
+        context.listeningAddress.withLockedValue { $0 = (configuration.host, port) }
+        return ProxyServer(context: context, group: group, serverChannel: channel, host: configuration.host, port: port)
+    }
+
+    private init(context: ProxyContext, group: MultiThreadedEventLoopGroup, serverChannel: any Channel, host: String, port: Int) {
+        self.context = context
+        self.group = group
+        self.serverChannel = serverChannel
+        self.host = host
+        self.port = port
+    }
+
+    /// `http://HOST:PORT`, as printed on the listening line.
+    public var url: String {
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return "http://\(shownHost):\(port)"
+    }
+
+    /// Stops accepting, waits up to the grace period for exchanges in flight, closes everything. Call once.
+    public func shutdown() async {
+        try? await serverChannel.close()
+        let deadline = ContinuousClock.now + .milliseconds(context.limits.shutdownGraceMs)
+        while context.connections.exchangesInFlight > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        for channel in context.connections.openChannels {
+            try? await channel.close()
+        }
+        context.engine.shutdown()
+        context.configuration.recorder?.close()
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// Binding failed: the message says where and why.
+public struct ProxyStartError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

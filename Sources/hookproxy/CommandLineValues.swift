@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ProxyModel
+
+/// Parsing of flag values shared by the subcommands, with messages that say what is expected.
+enum CommandLineValues {
+    static func listenAddress(_ text: String) throws -> (String, Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
+        else { throw ValidationError("--listen must be HOST:PORT (e.g. 127.0.0.1:8080), got '\(text)'") }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host.isEmpty ? "127.0.0.1" : host, port)
+    }
+
+    static func bytes(_ text: String, flag: String) throws -> Int {
+        guard let value = UnitParser.bytes(text) else {
+            throw ValidationError("\(flag) takes bytes or a unit (65536, 64KiB, 16MiB), got '\(text)'")
+        }
+        return value
+    }
+
+    static func milliseconds(_ text: String, flag: String) throws -> Int {
+        guard let value = UnitParser.milliseconds(text), value > 0 else {
+            throw ValidationError("\(flag) takes seconds or a unit (60, 60s, 500ms), got '\(text)'")
+        }
+        return value
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    static func makeLogger(quiet: Bool, verbose: Bool) -> Logger {
+        var logger = Logger(label: "hookproxy") { label in StreamLogHandler.standardError(label: label) }
+        logger.logLevel = verbose ? .debug : (quiet ? .warning : .info)
+        return logger
+    }
+}
+
+/// stdout carries the listening line and exchange lines; stderr warnings and errors. Both unbuffered.
+enum StandardStreams {
+    static func output(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    static func error(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+}

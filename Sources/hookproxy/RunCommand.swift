@@ -1,0 +1,99 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ProxyLog
+import ProxyModel
+import ProxyRules
+import ProxyServer
+import ProxyUpstream
+
+/// `hookproxy run`: listens, applies the rules, logs every exchange, stops cleanly on SIGINT/SIGTERM.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "run", abstract: "Run the proxy (the default).")
+
+    @Option(name: .long, help: "Address to listen on, HOST:PORT (port 0 picks a free port).")
+    var listen: String = "127.0.0.1:8080"
+
+    @Option(name: .long, help: "Rule file or directory (repeatable). Default: ./rules when it exists.")
+    var rules: [String] = []
+
+    @Option(name: .long, help: "Require Basic proxy credentials USER:PASS from every client (CONNECT included).")
+    var proxyAuth: String?
+
+    @Flag(name: .long, help: "Print no exchange lines (warnings and errors still go to stderr).")
+    var quiet = false
+
+    @Flag(name: .long, help: "Add headers and hook details to the log.")
+    var verbose = false
+
+    @Option(name: .long, help: "Largest request head accepted (bytes or 64KiB); larger gets 431.")
+    var maxHeaderBytes: String = "64KiB"
+
+    @Option(name: .long, help: "Most client connections at once; more get 503.")
+    var maxConnections: Int = 1024
+
+    @Option(name: .long, help: "Upstream connect timeout (seconds or 500ms).")
+    var connectTimeout: String = "10s"
+
+    @Option(name: .long, help: "Upstream idle timeout: no bytes either way for this long ends the exchange (504).")
+    var idleTimeout: String = "60s"
+
+    func validate() throws {
+        if quiet && verbose { throw ValidationError("--quiet and --verbose exclude each other") }
+        _ = try CommandLineValues.listenAddress(listen)
+        _ = try CommandLineValues.bytes(maxHeaderBytes, flag: "--max-header-bytes")
+        _ = try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout")
+        _ = try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout")
+        if maxConnections < 1 { throw ValidationError("--max-connections must be at least 1") }
+        if let proxyAuth, ProxyCredentials(proxyAuth) == nil {
+            throw ValidationError("--proxy-auth must be USER:PASS")
+        }
+    }
+
+    func run() async throws {
+        let (host, port) = try CommandLineValues.listenAddress(listen)
+        let logger = CommandLineValues.makeLogger(quiet: quiet, verbose: verbose)
+        let ruleStore = try loadRules(logger: logger)
+
+        var limits = ProxyLimits()
+        limits.maxHeaderBytes = try CommandLineValues.bytes(maxHeaderBytes, flag: "--max-header-bytes")
+        limits.maxConnections = maxConnections
+        let upstream = UpstreamSettings(
+            connectTimeoutMs: try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout"),
+            idleTimeoutMs: try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout"))
+        let recorder: (any FlowRecorder)? = quiet ? nil : ConsoleLog(verbose: verbose)
+
+        let configuration = ProxyConfiguration(
+            host: host, port: port, limits: limits, upstream: upstream,
+            proxyAuth: proxyAuth.flatMap(ProxyCredentials.init), rules: ruleStore, recorder: recorder,
+            logger: logger)
+        let server: ProxyServer
+        do {
+            server = try await ProxyServer.start(configuration)
+        } catch {
+            StandardStreams.error("\(error)")
+            throw ExitCode(1)
+        }
+        StandardStreams.output("hookproxy listening on \(server.url)")
+        if proxyAuth == nil && !CommandLineValues.isLoopback(host) {
+            StandardStreams.error("hookproxy: warning: listening on \(host) without --proxy-auth: anyone who can reach this address can use it as an open proxy")
+        }
+        await SignalWaiter.waitForTermination()
+        await server.shutdown()
+    }
+
+    private func loadRules(logger: Logger) throws -> RuleStore? {
+        var paths = rules
+        if paths.isEmpty {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: "rules", isDirectory: &isDirectory) else { return nil }
+            paths = ["rules"]
+        }
+        do {
+            return try RuleStore(paths: paths)
+        } catch {
+            StandardStreams.error("\(error)")
+            throw ExitCode(1)
+        }
+    }
+}
