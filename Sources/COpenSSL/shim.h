@@ -31,5 +31,8 @@ static inline void hp_SSL_CTX_set_cert_verify_callback(SSL_CTX *ctx, hp_cert_ver
 }
 static inline int hp_ssl_verify_peer(void) { return SSL_VERIFY_PEER; }
 static inline int hp_ssl_verify_none(void) { return SSL_VERIFY_NONE; }
+static inline unsigned long hp_xn_flag_rfc2253(void) { return XN_FLAG_RFC2253; }
+static inline unsigned long hp_x509_v_flag_partial_chain(void) { return X509_V_FLAG_PARTIAL_CHAIN; }
+static inline int hp_x509_v_err_application_verification(void) { return X509_V_ERR_APPLICATION_VERIFICATION; }
 
 #endif

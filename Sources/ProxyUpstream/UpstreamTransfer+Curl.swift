@@ -44,6 +44,7 @@ extension UpstreamTransfer {
         try configureMethodAndBody(easy, context: context)
         try easy.setHeaders(headerLines())
         try configureTLS(easy)
+        try configureChallenge(easy)
     }
 
     private func configureMethodAndBody(_ easy: CurlEasy, context: UnsafeMutableRawPointer) throws(CurlError) {
@@ -92,12 +93,6 @@ extension UpstreamTransfer {
         return lines
     }
 
-    /// Default verification as curl does it; `trust` policies hook in here.
-    private func configureTLS(_ easy: CurlEasy) throws(CurlError) {
-        try easy.set(CURLOPT_SSL_VERIFYPEER, true)
-        try easy.set(CURLOPT_SSL_VERIFYHOST, 2)
-    }
-
     // MARK: callbacks
 
     func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
@@ -139,6 +134,13 @@ extension UpstreamTransfer {
             outcome.timings = timings(easy)
             outcome.serverIP = easy.info(string: CURLINFO_PRIMARY_IP)
             outcome.connectionID = easy.info(CURLINFO_LOCAL_PORT).map(String.init)
+            if headParser.answeredChallenges > 0, request.challenge?.action == .useCredential {
+                let scheme = answeredScheme(easy) ?? "any"
+                let status = headParser.current?.status ?? 0
+                outcome.events.append(status == 401 || status == 407
+                    ? HookEvent(hook: .challenge, action: "challenge failed", detail: "the server refused the \(scheme) credential")
+                    : HookEvent(hook: .challenge, action: "challenge answered \(scheme)"))
+            }
         }
         if code != CURLE_OK { outcome.error = recordedError ?? error(for: code) }
         return outcome

@@ -57,6 +57,8 @@ struct ResponseHeadParser {
     private(set) var current: ResponseHead?
     private(set) var complete = false
     private(set) var delivered = false
+    /// 401/407 heads that a later response replaced (curl answered the challenge).
+    private(set) var answeredChallenges = 0
 
     /// Feeds one raw header line (with CRLF). Returns true when it ended the head of a final response.
     mutating func feed(_ line: UnsafeRawBufferPointer) -> Bool {
@@ -73,6 +75,7 @@ struct ResponseHeadParser {
         }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
         if text.hasPrefix("HTTP/") {
+            if complete, let status = current?.status, status == 401 || status == 407 { answeredChallenges += 1 }
             current = ResponseHeadParser.statusLine(text)
             complete = false
             return false

@@ -1,0 +1,104 @@
+import COpenSSL
+import Foundation
+import ProxyModel
+
+/// The outcome of judging one presented chain under a `trust` policy, with the reason the log shows.
+public enum TrustVerdict: Sendable, Equatable {
+    case accepted(String)
+    case rejected(String)
+}
+
+/// Makes AFSecurityPolicy's decision (SPEC.md "trust", steps 1–4) for a chain hookproxy received as a TLS client.
+/// Pure apart from OpenSSL verification; runs on the curl thread inside the handshake.
+struct TrustEvaluator {
+    let policy: TrustPolicy
+    let host: String
+
+    /// The result of verifying a chain against one store.
+    struct Verification {
+        var ok: Bool
+        var error: String
+        var chain: [X509Certificate]
+    }
+
+    func evaluate(presented: [X509Certificate]) -> TrustVerdict {
+        guard let leaf = presented.first else { return .rejected("the server presented no certificate") }
+        let ai = policy.allowInvalidCertificates
+        let vd = policy.validateDomainName
+
+        // "valid": builds to a root of the store, within dates, and (with validate_domain_name) names the host.
+        var verification: Verification?
+        func validity() -> (Bool, String, [X509Certificate]) {
+            let result = verification ?? verify(presented, store: TrustStores.shared.store(caFile: policy.caFile), partial: false)
+            verification = result
+            if !result.ok { return (false, "chain: \(result.error)", result.chain) }
+            if vd && !leaf.matches(host: host) { return (false, "host name: certificate is not valid for \(host)", result.chain) }
+            return (true, "", result.chain)
+        }
+
+        switch policy.pinning {
+        case .none:
+            if ai { return .accepted("step 1: invalid certificates allowed") }
+            let (valid, reason, _) = validity()
+            return valid ? .accepted("step 1: chain valid") : .rejected("step 1: \(reason)")
+        case .certificate, .publicKey:
+            if !ai {
+                let (valid, reason, _) = validity()
+                if !valid { return .rejected("step 2: \(reason)") }
+            }
+        }
+
+        if policy.pinning == .certificate {
+            let pinned = policy.pinnedCertificates.flatMap { X509Certificate.parse($0) }
+            let result = verify(presented, store: TrustStores.anchors(pinned), partial: true, ownsStore: true)
+            if !result.ok { return .rejected("step 3: chain does not reach a pinned certificate: \(result.error)") }
+            if vd && !leaf.matches(host: host) { return .rejected("step 3: host name: certificate is not valid for \(host)") }
+            let pinnedDER = Set(policy.pinnedCertificates)
+            guard let match = result.chain.first(where: { pinnedDER.contains($0.der) }) else {
+                return .rejected("step 3: no certificate of the chain is pinned")
+            }
+            return .accepted("step 3: pinned certificate \(match.subject)")
+        }
+
+        // public_key: the chain as built (presented plus the anchor that completed it); with AI the presented one
+        var chain = presented
+        if !ai || verification != nil {
+            chain = validity().2
+            for certificate in presented where !chain.contains(where: { $0.der == certificate.der }) { chain.append(certificate) }
+        }
+        let pins = Set(policy.pinnedKeyHashes)
+        guard let match = chain.first(where: { pins.contains($0.spkiSHA256) }) else {
+            return .rejected("step 4: no pinned public key in the chain (\(chain.map(\.subject).joined(separator: " ← ")))")
+        }
+        return .accepted("step 4: \(match.pin) matched \(match.subject)")
+    }
+
+    /// Verifies `presented` (leaf first) against `store`; `partial` lets a non-self-signed anchor end the chain.
+    private func verify(_ presented: [X509Certificate], store: OpaquePointer?, partial: Bool, ownsStore: Bool = false) -> Verification {
+        guard let store, let leaf = presented.first else {
+            return Verification(ok: false, error: "cannot read the trust store\(policy.caFile.map { " \($0)" } ?? "")", chain: presented)
+        }
+        defer { if ownsStore { X509_STORE_free(store) } }
+        guard let context = X509_STORE_CTX_new(), let untrusted = hp_sk_X509_new_null() else {
+            return Verification(ok: false, error: "out of memory", chain: presented)
+        }
+        defer {
+            X509_STORE_CTX_free(context)
+            hp_sk_X509_free(untrusted)
+        }
+        for certificate in presented.dropFirst() { _ = hp_sk_X509_push(untrusted, certificate.pointer) }
+        X509_STORE_CTX_init(context, store, leaf.pointer, untrusted)
+        if partial { X509_VERIFY_PARAM_set_flags(X509_STORE_CTX_get0_param(context), hp_x509_v_flag_partial_chain()) }
+        let ok = X509_verify_cert(context) == 1
+        let error = String(cString: X509_verify_cert_error_string(Int(X509_STORE_CTX_get_error(context))))
+        var chain: [X509Certificate] = []
+        if let built = X509_STORE_CTX_get1_chain(context) {
+            for index in 0..<hp_sk_X509_num(built) {
+                if let certificate = hp_sk_X509_value(built, index) { chain.append(X509Certificate(retaining: certificate)) }
+            }
+            hp_sk_X509_pop_free(built)
+        }
+        ERR_clear_error()
+        return Verification(ok: ok, error: error, chain: chain.isEmpty ? presented : chain)
+    }
+}
