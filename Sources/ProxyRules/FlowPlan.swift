@@ -19,6 +19,17 @@ public protocol BodyTransforming: Sendable {
 }
 
 /// What the rules decided for one request. Made once per exchange from one RuleSet snapshot.
+///
+/// How the server uses it:
+/// - `localResponse` set: answer the client with it and stop. It is **final**: `response` status and header
+///   edits and response body transforms of every matching rule are already applied. Do not apply
+///   `editResponse` / `responseBodyTransform` to it again.
+/// - otherwise: `editRequest(&head)` (URL, Host, header edits), wait `delayMs`, run `requestBodyTransform` on the
+///   buffered body if set, send to `upstreamURL`; on the response head call `editResponse(&head)`, and run
+///   `responseBodyTransform` on the buffered body if set.
+/// - Host with `map_remote`: `editRequest` sets `Host` to the mapped authority, then applies the rules'
+///   `set_headers` — so a rule's `set_headers: {Host: …}` wins. `hostFromRules` says whether a rule set it, for a
+///   server that (re)computes Host from the URL itself.
 public struct FlowPlan: Sendable {
     /// Names of the rules that matched, in file order.
     public var firedRules: [String]
@@ -36,6 +47,8 @@ public struct FlowPlan: Sendable {
     public var onRedirect: RedirectPolicy?
     public var onChallenge: ChallengePolicy?
     public var trust: TrustPolicy?
+    /// The rule whose `map_remote` produced `upstreamURL`; nil when the request goes where the client sent it.
+    public var mappedBy: String?
 
     public init(upstreamURL: ProxyURL) {
         self.firedRules = []
@@ -49,9 +62,22 @@ public struct FlowPlan: Sendable {
         self.responseBodyTransform = nil
     }
 
-    /// Applies every matching rule's `request` header edits in file order.
+    /// Prepares the head sent upstream: when `map_remote` fired, `head.url` becomes `upstreamURL` and `Host` its
+    /// authority; then every matching rule's `request` header edits apply in file order (so a rule's
+    /// `set_headers: {Host: …}` wins over the mapped host).
     public func editRequest(_ head: inout RequestHead) {
+        if mappedBy != nil {
+            head.url = upstreamURL
+            head.headers.set("Host", upstreamURL.authority)
+        }
         for edit in requestEdits { edit.apply(to: &head.headers) }
+    }
+
+    /// The Host value a rule's `request.set_headers` sets (last one wins), or nil.
+    public var hostFromRules: String? {
+        requestEdits.reversed().lazy.compactMap { edit in
+            edit.set.last(where: { $0.name.caseInsensitiveEquals("Host") })?.value
+        }.first
     }
 
     /// Applies every matching rule's `response` edits (status, headers) in file order.

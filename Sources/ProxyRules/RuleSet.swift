@@ -1,23 +1,110 @@
 import ProxyModel
 
 /// An immutable, validated snapshot of every loaded rule. A flow takes one snapshot and keeps it to its end.
+/// Thread-safe; `plan(for:)` is cheap (precompiled globs and regexes, no allocation beyond the plan).
 public final class RuleSet: Sendable {
     public static let empty = RuleSet()
 
     /// Number of rules and of files they came from.
     public let ruleCount: Int
     public let fileCount: Int
+    /// Rule names in file order.
+    public let ruleNames: [String]
+    /// The rule files read, as shown in messages.
+    public let files: [String]
+    /// Things allowed but unwise (a literal password…), for `check` and the start-up log.
+    public let warnings: [RuleWarning]
+    let rules: [Rule]
+    let interceptRules: [Rule]
+    /// Absolute paths of files the rules read (mocks, certificates): a change to them reloads too.
+    let dependencies: [String]
 
-    public init() {
-        self.ruleCount = 0
-        self.fileCount = 0
+    public convenience init() {
+        self.init(rules: [], files: [], warnings: [], dependencies: [])
+    }
+
+    init(rules: [Rule], files: [String], warnings: [RuleWarning], dependencies: [String]) {
+        self.rules = rules
+        self.interceptRules = rules.filter { $0.intercept != nil }
+        self.ruleCount = rules.count
+        self.fileCount = files.count
+        self.ruleNames = rules.map(\.name)
+        self.files = files
+        self.warnings = warnings
+        self.dependencies = dependencies
+    }
+
+    /// `ok: N rules in M files`
+    public var summary: String {
+        "ok: \(ruleCount) rule\(ruleCount == 1 ? "" : "s") in \(fileCount) file\(fileCount == 1 ? "" : "s")"
     }
 
     /// Matches the request as the client sent it against every rule and returns the plan.
+    ///
+    /// Decisions (where the answer comes from — `map_remote`, `respond` or `redirect_client`, which the first
+    /// matching rule setting any of them decides —, `on_redirect`, `on_challenge`, `trust`) come from the first
+    /// matching rule that sets them; header edits, body transforms and delays of every matching rule apply in
+    /// file order. A local answer comes back in `localResponse` with the response edits already applied.
     public func plan(for request: RequestHead) -> FlowPlan {
-        FlowPlan(upstreamURL: request.url)
+        var plan = FlowPlan(upstreamURL: request.url)
+        var targetDecided = false
+        var requestSteps: [BodyTransformStep] = []
+        var responseSteps: [BodyTransformStep] = []
+        var local: LocalResponse?
+        for rule in rules {
+            guard let groups = rule.match.match(request) else { continue }
+            plan.firedRules.append(rule.name)
+            if !targetDecided, let target = rule.target {
+                targetDecided = true
+                switch target {
+                case .mapRemote(let map):
+                    if let url = map.target(for: request.url, groups: groups) {
+                        plan.upstreamURL = url
+                        plan.mappedBy = rule.name
+                        plan.events.append(HookEvent(hook: .rule, action: "mapped → \(url)"))
+                    } else {
+                        plan.events.append(HookEvent(hook: .rule, action: "map_remote skipped",
+                                                     detail: "rule \(rule.name) produced no http(s) URL; sent unchanged"))
+                    }
+                case .respond(let respond):
+                    local = respond.response()
+                    plan.events.append(HookEvent(hook: .rule, action: respond.eventText))
+                case .redirectClient(let redirect):
+                    let response = redirect.response(for: request.url, groups: groups)
+                    local = response
+                    let location = response.head.headers["Location"] ?? ""
+                    plan.events.append(HookEvent(hook: .rule, action: "redirected client → \(location) (\(redirect.status))"))
+                }
+            }
+            if let edit = rule.requestEdit { plan.requestEdits.append(edit) }
+            if let step = rule.requestBody { requestSteps.append(step) }
+            if let edit = rule.responseEdit { plan.responseEdits.append(edit) }
+            if let step = rule.responseBody { responseSteps.append(step) }
+            if let delay = rule.delayMs { plan.delayMs = min(plan.delayMs + delay, 600_000) }
+            if plan.onRedirect == nil { plan.onRedirect = rule.onRedirect }
+            if plan.onChallenge == nil { plan.onChallenge = rule.onChallenge }
+            if plan.trust == nil { plan.trust = rule.trust }
+        }
+        if !requestSteps.isEmpty { plan.requestBodyTransform = BodyTransformChain(steps: requestSteps) }
+        if !responseSteps.isEmpty { plan.responseBodyTransform = BodyTransformChain(steps: responseSteps) }
+        if var local {
+            plan.editResponse(&local.head)
+            if let transform = plan.responseBodyTransform {
+                let (body, notes) = transform.apply(to: local.body, headers: &local.head.headers)
+                local.body = body
+                plan.events += notes.map { HookEvent(hook: .body, action: $0) }
+            }
+            plan.localResponse = local
+        }
+        return plan
     }
 
     /// The `intercept` decision of the first matching rule that sets it for a CONNECT to host:port; nil when none.
-    public func intercept(host: String, port: Int) -> Bool? { nil }
+    /// Only `match.host` and `match.port` are considered (a CONNECT has no path, method or headers to match).
+    public func intercept(host: String, port: Int) -> Bool? {
+        for rule in interceptRules where rule.match.matchesHostAndPort(host: host, port: port) {
+            return rule.intercept
+        }
+        return nil
+    }
 }

@@ -1,13 +1,86 @@
+import Foundation
 import ProxyModel
 
-/// Holds the current RuleSet and swaps it on reload. Thread-safe.
+/// Holds the current RuleSet and swaps it on reload. Thread-safe: `current` may be read from any thread
+/// (event loops), reloads happen on the watcher's own thread.
 public final class RuleStore: Sendable {
-    private let snapshot: RuleSet
+    /// The `--rules` paths, as given.
+    public let paths: [String]
+    let environment: [String: String]
+    private let snapshot: Locked<RuleSet>
+    private let watcher = Locked<RuleWatcher?>(nil)
 
-    public init(paths: [String]) throws {
-        self.snapshot = .empty
+    /// Loads the rules once.
+    /// - Throws: `RuleLoadFailure` with every error; the proxy should print them and exit 1.
+    public init(paths: [String], environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(RuleLoadFailure) {
+        self.paths = paths
+        self.environment = environment
+        self.snapshot = Locked(try RuleLoader.load(paths: paths, environment: environment))
     }
 
-    /// The snapshot in force now.
-    public var current: RuleSet { snapshot }
+    /// The snapshot in force now. A flow should read it once and keep it.
+    public var current: RuleSet { snapshot.value }
+
+    /// Loads the rules again now. On success the new snapshot replaces the old one atomically; on failure the old
+    /// one stays in force and the failure (every error) is returned.
+    @discardableResult
+    public func reload() -> Result<RuleSet, RuleLoadFailure> {
+        do throws(RuleLoadFailure) {
+            let set = try RuleLoader.load(paths: paths, environment: environment, missingFilesAreErrors: false)
+            snapshot.value = set
+            return .success(set)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Watches the rule files, their directories and the files they reference (mocks, certificates) and reloads
+    /// within about a second of a change: inotify on Linux wakes the watcher at once; a stat-based scan every
+    /// 250 ms is the fallback (and the only mechanism where inotify is unavailable).
+    ///
+    /// `onReload` runs on the watcher's thread after each reload attempt caused by a change: `.success` with the
+    /// new snapshot (already in force), or `.failure` with every error (the old rules stay in force). It may log;
+    /// it should not block for long. Calling `startWatching` again replaces the previous watcher.
+    public func startWatching(onReload: @escaping @Sendable (Result<RuleSet, RuleLoadFailure>) -> Void) {
+        let new = RuleWatcher(store: self, onReload: onReload)
+        let old = watcher.exchange(new)
+        old?.stop()
+        new.start()
+    }
+
+    /// Stops watching; no `onReload` call starts after this returns.
+    public func stopWatching() {
+        watcher.exchange(nil)?.stop()
+    }
+
+    /// Paths whose change should trigger a reload: the given paths plus the current rules' referenced files.
+    var watchedPaths: [String] { paths + current.dependencies }
+}
+
+/// A value behind a lock.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+
+    init(_ value: Value) { stored = value }
+
+    var value: Value {
+        get { lock.lock(); defer { lock.unlock() }; return stored }
+        set { lock.lock(); stored = newValue; lock.unlock() }
+    }
+
+    func exchange(_ new: Value) -> Value {
+        lock.lock()
+        defer { lock.unlock() }
+        let old = stored
+        stored = new
+        return old
+    }
+
+    func withLock<T>(_ body: (inout Value) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&stored)
+    }
 }

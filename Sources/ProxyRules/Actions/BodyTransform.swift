@@ -1,0 +1,158 @@
+import Foundation
+import ProxyModel
+
+/// One `replace` item: a regex (with `$1`… in `with`) or a literal text.
+struct Replacement: Sendable {
+    enum Pattern: Sendable {
+        case regex(CompiledRegex)
+        case text(String)
+    }
+
+    var pattern: Pattern
+    var with: String
+}
+
+/// The `body:` of one rule's `request` or `response`: `file`, then `replace`, then `json`, in that order.
+struct BodyTransformStep: Sendable {
+    var rule: String
+    /// Content of `file:` (read at load) and the path as written, for notes.
+    var file: (bytes: [UInt8], name: String)?
+    var replacements: [Replacement] = []
+    var json: JSONEdit?
+}
+
+/// Bounds that keep a body transform from stalling an exchange (the server runs transforms off the event loop).
+public enum BodyTransformLimits {
+    /// Bodies larger than this are left unchanged by `replace` and `json` (the server's `--body-limit` usually
+    /// stops them earlier).
+    public static let maxInputBytes = 16 << 20
+    /// A decoded (gunzipped) body may not grow past this; beyond it the body is left as it was.
+    public static let maxDecodedBytes = 64 << 20
+    /// Wall-clock budget for all regexes of one body. A catastrophic pattern is stopped when it runs out, and the
+    /// body is left unchanged with a note.
+    public static let regexBudget: Duration = .seconds(2)
+}
+
+/// Every matching rule's body steps for one direction, applied in file order to a decoded body.
+struct BodyTransformChain: BodyTransforming {
+    var steps: [BodyTransformStep]
+
+    func apply(to body: [UInt8], headers: inout HeaderFields) -> (body: [UInt8], notes: [String]) {
+        var notes: [String] = []
+        var current = body
+        var decoded = false
+        if let encoding = headers["Content-Encoding"], !ContentCoding.isIdentity(encoding) {
+            switch ContentCoding.decode(body, encoding: encoding) {
+            case .success(let plain):
+                current = plain
+                decoded = true
+            case .failure(let failure):
+                // A body we cannot decode can only be replaced whole (`file`); other steps leave it alone.
+                if let file = steps.last(where: { $0.file != nil })?.file {
+                    headers.remove("Content-Encoding")
+                    BodyTransformChain.fixLength(&headers, count: file.bytes.count)
+                    return (file.bytes, ["body replaced from \(file.name)"])
+                }
+                return (body, ["body left unchanged: \(failure.reason)"])
+            }
+        }
+        let deadline = ContinuousClock.now.advanced(by: BodyTransformLimits.regexBudget)
+        for step in steps {
+            if let file = step.file {
+                current = file.bytes
+                notes.append("body replaced from \(file.name)")
+            }
+            if !step.replacements.isEmpty {
+                current = BodyTransformChain.replace(current, step.replacements, rule: step.rule, deadline: deadline,
+                                                     notes: &notes)
+            }
+            if let json = step.json {
+                current = BodyTransformChain.edit(current, json, rule: step.rule, notes: &notes)
+            }
+        }
+        if decoded || current != body {
+            if decoded { headers.remove("Content-Encoding") }
+            BodyTransformChain.fixLength(&headers, count: current.count)
+        }
+        return (current, notes)
+    }
+
+    static func fixLength(_ headers: inout HeaderFields, count: Int) {
+        if headers.contains("Transfer-Encoding") {
+            headers.remove("Content-Length")
+        } else {
+            headers.set("Content-Length", String(count))
+        }
+    }
+
+    static func replace(_ body: [UInt8], _ replacements: [Replacement], rule: String, deadline: ContinuousClock.Instant,
+                        notes: inout [String]) -> [UInt8] {
+        guard body.count <= BodyTransformLimits.maxInputBytes else {
+            notes.append("replace (\(rule)): body of \(body.count) bytes is over the transform limit; unchanged")
+            return body
+        }
+        guard var text = String(validating: body, as: UTF8.self) else {
+            notes.append("replace (\(rule)): body is not UTF-8 text; unchanged")
+            return body
+        }
+        for replacement in replacements {
+            switch replacement.pattern {
+            case .text(let literal):
+                text = text.replacingOccurrences(of: literal, with: replacement.with)
+            case .regex(let regex):
+                guard let replaced = replaceRegex(regex, in: text, with: replacement.with, deadline: deadline) else {
+                    notes.append("replace (\(rule)): regex /\(regex.pattern)/ ran out of its time budget; body unchanged")
+                    return body
+                }
+                text = replaced
+            }
+        }
+        return Array(text.utf8)
+    }
+
+    /// Replaces every match, or returns nil when the deadline passes first (checked between matches and, through
+    /// `.reportProgress`, while ICU searches).
+    static func replaceRegex(_ compiled: CompiledRegex, in text: String, with template: String,
+                             deadline: ContinuousClock.Instant) -> String? {
+        let ns = text as NSString
+        var matches: [NSTextCheckingResult] = []
+        var timedOut = false
+        compiled.regex.enumerateMatches(in: text, options: [.reportProgress],
+                                        range: NSRange(location: 0, length: ns.length)) { result, _, stop in
+            if let result { matches.append(result) }
+            if ContinuousClock.now >= deadline {
+                timedOut = true
+                stop.pointee = true
+            }
+        }
+        if timedOut { return nil }
+        guard !matches.isEmpty else { return text }
+        var out = ""
+        var last = 0
+        for match in matches {
+            out += ns.substring(with: NSRange(location: last, length: match.range.location - last))
+            out += compiled.regex.replacementString(for: match, in: text, offset: 0, template: template)
+            last = match.range.location + match.range.length
+        }
+        out += ns.substring(from: last)
+        return out
+    }
+
+    static func edit(_ body: [UInt8], _ edit: JSONEdit, rule: String, notes: inout [String]) -> [UInt8] {
+        guard body.count <= BodyTransformLimits.maxInputBytes else {
+            notes.append("json (\(rule)): body of \(body.count) bytes is over the transform limit; unchanged")
+            return body
+        }
+        let document: JSONValue
+        do {
+            document = try JSONValue.parse(body)
+        } catch {
+            notes.append("json (\(rule)): body is not JSON (\(error)); unchanged")
+            return body
+        }
+        let (result, editNotes) = edit.apply(to: document)
+        notes += editNotes.map { "\($0) (\(rule))" }
+        if result == document { return body }
+        return Array(result.serialized().utf8)
+    }
+}

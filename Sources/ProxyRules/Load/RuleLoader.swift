@@ -1,0 +1,246 @@
+import Foundation
+import Yams
+
+/// Loads `--rules` paths into one validated RuleSet, or fails with every error of every file.
+///
+/// Paths are files, or directories read non-recursively (`*.yaml`, `*.yml`; hidden and backup files ignored).
+/// Files load in name order (directory by directory, in the order the paths were given). Relative paths inside
+/// a rule file resolve against that file's directory. Pure apart from reading files and the environment; safe
+/// to call from any thread.
+public enum RuleLoader {
+    /// Rule files larger than this are refused (they are written by hand; this is a guard against mistakes).
+    public static let maxFileBytes = 4 << 20
+
+    /// Loads every rule file under `paths`.
+    /// - Throws: `RuleLoadFailure` holding every error (as `file:line:col: message`) of every file.
+    public static func load(paths: [String],
+                            environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(RuleLoadFailure) -> RuleSet {
+        try load(paths: paths, environment: environment, missingFilesAreErrors: true)
+    }
+
+    /// `missingFilesAreErrors: false` is for hot reload: a rule file given by name that was deleted then simply
+    /// contributes no rules (a missing directory is still an error).
+    static func load(paths: [String], environment: [String: String], missingFilesAreErrors: Bool)
+        throws(RuleLoadFailure) -> RuleSet {
+        var (files, errors) = ruleFiles(in: paths, missingFilesAreErrors: missingFilesAreErrors)
+        var warnings: [RuleWarning] = []
+        var rules: [Rule] = []
+        var namesSeen: [String: RuleError] = [:]
+        var dependencies: [String] = []
+        for file in files {
+            let ctx = FileContext(file: file.display, directory: (file.path as NSString).deletingLastPathComponent,
+                                  environment: environment)
+            var parsed: [RuleParser.Parsed] = []
+            if let root = readYAML(file.path, ctx: ctx) {
+                parsed = RuleParser(ctx: ctx).parseFile(root)
+            }
+            for item in parsed {
+                let mark = item.nameNode.mark
+                let here = RuleError(file: file.display, line: mark?.line ?? 1, column: mark?.column ?? 1, message: "")
+                if let first = namesSeen[item.rule.name] {
+                    ctx.error(item.nameNode, "duplicate rule name '\(item.rule.name)' (first defined at \(first.file):\(first.line):\(first.column)); names are unique across all files")
+                } else {
+                    namesSeen[item.rule.name] = here
+                    rules.append(item.rule)
+                }
+            }
+            errors += ctx.errors
+            warnings += ctx.warnings
+            dependencies += ctx.dependencies
+        }
+        if !errors.isEmpty { throw RuleLoadFailure(errors: errors, warnings: warnings) }
+        return RuleSet(rules: rules, files: files.map(\.display), warnings: warnings, dependencies: dependencies)
+    }
+
+    /// A rule file to read: its path as shown in messages and the path to open.
+    struct RuleFile: Hashable {
+        var display: String
+        var path: String
+    }
+
+    static func isRuleFileName(_ name: String) -> Bool {
+        guard !name.hasPrefix("."), !name.hasSuffix("~") else { return false }
+        return name.hasSuffix(".yaml") || name.hasSuffix(".yml")
+    }
+
+    static func ruleFiles(in paths: [String], missingFilesAreErrors: Bool = true) -> ([RuleFile], [RuleError]) {
+        var files: [RuleFile] = []
+        var errors: [RuleError] = []
+        var seen = Set<String>()
+        let manager = FileManager.default
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            guard manager.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                if missingFilesAreErrors || path.hasSuffix("/") {
+                    errors.append(RuleError(file: path, line: 1, column: 1, message: "--rules path does not exist"))
+                }
+                continue
+            }
+            if isDirectory.boolValue {
+                guard let names = try? manager.contentsOfDirectory(atPath: path) else {
+                    errors.append(RuleError(file: path, line: 1, column: 1, message: "directory cannot be read"))
+                    continue
+                }
+                for name in names.sorted() where isRuleFileName(name) {
+                    let full = (path as NSString).appendingPathComponent(name)
+                    var childIsDirectory: ObjCBool = false
+                    guard manager.fileExists(atPath: full, isDirectory: &childIsDirectory), !childIsDirectory.boolValue
+                    else { continue }
+                    let display = path.hasSuffix("/") ? path + name : path + "/" + name
+                    if seen.insert(absolute(full)).inserted { files.append(RuleFile(display: display, path: full)) }
+                }
+            } else if seen.insert(absolute(path)).inserted {
+                files.append(RuleFile(display: path, path: path))
+            }
+        }
+        return (files, errors)
+    }
+
+    static func absolute(_ path: String) -> String {
+        let full = path.hasPrefix("/") ? path : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
+        return (full as NSString).standardizingPath
+    }
+
+    // MARK: reading one file
+
+    /// The root node of a rule file, or nil with the reason reported.
+    static func readYAML(_ path: String, ctx: FileContext) -> Node? {
+        if let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+           let size = attributes[.size] as? NSNumber, size.intValue > maxFileBytes {
+            ctx.error(at: nil, "file is \(size.intValue) bytes; rule files are limited to \(maxFileBytes) bytes (4 MiB)")
+            return nil
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            ctx.error(at: nil, "file cannot be read")
+            return nil
+        }
+        guard data.count <= maxFileBytes else {
+            ctx.error(at: nil, "file is \(data.count) bytes; rule files are limited to \(maxFileBytes) bytes (4 MiB)")
+            return nil
+        }
+        let bytes = [UInt8](data)
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            let offset = invalidUTF8Offset(bytes)
+            let (line, column) = position(ofByte: offset, in: bytes)
+            ctx.error(line: line, column: column, "file is not UTF-8 text (invalid byte 0x\(String(bytes[offset], radix: 16, uppercase: true)))")
+            return nil
+        }
+        if text.contains("\0") {
+            let offset = bytes.firstIndex(of: 0) ?? 0
+            let (line, column) = position(ofByte: offset, in: bytes)
+            ctx.error(line: line, column: column, "file holds a NUL byte; rule files are text")
+            return nil
+        }
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch let error as YamlError {
+            reportYAMLError(error, text: text, ctx: ctx)
+            return nil
+        } catch {
+            ctx.error(at: nil, "not valid YAML: \(error)")
+            return nil
+        }
+        guard let root else {
+            ctx.error(at: nil, "empty rule file: expected a top-level 'rules:' list")
+            return nil
+        }
+        return root
+    }
+
+    static func reportYAMLError(_ error: YamlError, text: String, ctx: FileContext) {
+        var mark: (line: Int, column: Int)?
+        var message: String
+        switch error {
+        case .scanner(let context, let problem, let problemMark, _),
+             .parser(let context, let problem, let problemMark, _),
+             .composer(let context, let problem, let problemMark, _):
+            mark = (problemMark.line, problemMark.column)
+            message = "not valid YAML: \(problem)"
+            if let context { message += " (\(context.text) at line \(context.mark.line))" }
+        case .reader(let problem, let offset, _, _):
+            if let offset {
+                let prefix = text.prefix(offset)
+                let line = prefix.filter { $0 == "\n" }.count + 1
+                let column = prefix.distance(from: prefix.lastIndex(of: "\n").map { prefix.index(after: $0) } ?? prefix.startIndex,
+                                             to: prefix.endIndex) + 1
+                mark = (line, column)
+            }
+            message = "not valid YAML: \(problem)"
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            mark = (context.mark.line, context.mark.column)
+            message = "duplicate key \(duplicates.map { "'\($0)'" }.joined(separator: ", ")) in one mapping"
+        default:
+            message = "not valid YAML: \(error)"
+        }
+        // A tab where YAML wants indentation gives libyaml's cryptic "cannot start any token"; say what it is.
+        if let tab = firstIndentationTab(text), tab.line <= (mark?.line ?? Int.max) {
+            ctx.error(line: tab.line, column: tab.column, "tab character in indentation; YAML indents with spaces")
+            return
+        }
+        ctx.error(line: mark?.line ?? 1, column: mark?.column ?? 1, message)
+    }
+
+    /// The first tab inside a line's leading whitespace, outside block scalars we cannot know about cheaply.
+    static func firstIndentationTab(_ text: String) -> (line: Int, column: Int)? {
+        var line = 1
+        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            var column = 1
+            for char in rawLine {
+                if char == "\t" { return (line, column) }
+                if char != " " { break }
+                column += 1
+            }
+            line += 1
+        }
+        return nil
+    }
+
+    static func invalidUTF8Offset(_ bytes: [UInt8]) -> Int {
+        var parser = Unicode.UTF8.ForwardParser()
+        var iterator = bytes.makeIterator()
+        var offset = 0
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid(let encoded): offset += encoded.count
+            case .emptyInput: return min(offset, max(0, bytes.count - 1))
+            case .error: return offset
+            }
+        }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    static func position(ofByte offset: Int, in bytes: [UInt8]) -> (Int, Int) {
+        let prefix = bytes[..<offset]
+        let line = prefix.filter { $0 == 0x0A }.count + 1
+        let lineStart = (prefix.lastIndex(of: 0x0A).map { $0 + 1 }) ?? 0
+        let column = String(decoding: bytes[lineStart..<offset], as: UTF8.self).count + 1
+        return (line, column)
+    }
+
+    // MARK: check
+
+    /// What `hookproxy check` prints and returns.
+    public struct CheckReport: Sendable {
+        /// 0 when the rules load, else 1.
+        public var exitCode: Int32
+        /// `ok: N rules in M files` (with a newline) on success, else "".
+        public var standardOutput: String
+        /// Warnings, and every error as `file:line:col: message`, one per line.
+        public var standardError: String
+    }
+
+    /// Loads the rules and renders the result for `hookproxy check`.
+    public static func check(paths: [String],
+                             environment: [String: String] = ProcessInfo.processInfo.environment) -> CheckReport {
+        do throws(RuleLoadFailure) {
+            let set = try load(paths: paths, environment: environment)
+            let warnings = set.warnings.map { "\($0)\n" }.joined()
+            return CheckReport(exitCode: 0, standardOutput: set.summary + "\n", standardError: warnings)
+        } catch {
+            let text = (error.warnings.map(\.description) + error.errors.map(\.description)).map { "\($0)\n" }.joined()
+            return CheckReport(exitCode: 1, standardOutput: "", standardError: text)
+        }
+    }
+}
