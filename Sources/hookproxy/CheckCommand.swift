@@ -11,9 +11,9 @@ struct CheckCommand: ParsableCommand {
     func run() throws {
         let paths = rules.isEmpty ? ["rules"] : rules
         do {
-            let store = try RuleStore(paths: paths)
-            let set = store.current
-            StandardStreams.output("ok: \(set.ruleCount) rules in \(set.fileCount) files")
+            let set = try RuleStore(paths: paths).current
+            for warning in set.warnings { StandardStreams.error("\(warning)") }
+            StandardStreams.output(set.summary)
         } catch {
             StandardStreams.error("\(error)")
             throw ExitCode(1)

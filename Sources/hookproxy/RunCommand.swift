@@ -89,11 +89,23 @@ struct RunCommand: AsyncParsableCommand {
             guard FileManager.default.fileExists(atPath: "rules", isDirectory: &isDirectory) else { return nil }
             paths = ["rules"]
         }
+        let store: RuleStore
         do {
-            return try RuleStore(paths: paths)
+            store = try RuleStore(paths: paths)
         } catch {
             StandardStreams.error("\(error)")
             throw ExitCode(1)
         }
+        for warning in store.current.warnings { StandardStreams.error("\(warning)") }
+        logger.info("rules: \(store.current.summary.dropFirst(4)) from \(paths.joined(separator: ", "))")
+        store.startWatching { result in
+            switch result {
+            case .success(let rules):
+                logger.info("rules reloaded: \(rules.summary.dropFirst(4))")
+            case .failure(let failure):
+                logger.error("rules not reloaded, the previous rules stay in force:\n\(failure)")
+            }
+        }
+        return store
     }
 }

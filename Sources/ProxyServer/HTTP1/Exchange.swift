@@ -71,10 +71,6 @@ final class Exchange: UpstreamTransferDelegate, @unchecked Sendable {
         self.request = request
         var upstreamHead = clientHead
         upstreamHead.headers.remove("Expect")
-        if plan.upstreamURL != clientHead.url {
-            upstreamHead.url = plan.upstreamURL
-            upstreamHead.headers.set("Host", plan.upstreamURL.authority)
-        }
         plan.editRequest(&upstreamHead)
         self.upstreamHead = upstreamHead
         if proxy.configuration.captureBodies {

@@ -121,8 +121,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func startExchange(_ clientHead: RequestHead, nioHead: HTTPRequestHead, request: RequestContext) {
         let plan = proxy.currentRules.plan(for: clientHead)
-        if var local = plan.localResponse {
-            plan.editResponse(&local.head)
+        if let local = plan.localResponse {
             state = .answeringLocally(local, keepAlive: nioHead.isKeepAlive, events: plan.events,
                                       request.with(clientHead: clientHead, plan: plan))
             return
