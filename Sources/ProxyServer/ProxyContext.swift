@@ -1,6 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import ProxyModel
 import ProxyRules
 import ProxyUpstream
@@ -12,6 +13,8 @@ final class ProxyContext: Sendable {
     let configuration: ProxyConfiguration
     let engine: UpstreamEngine
     let connections: ConnectionTracker
+    /// Runs whole-body transforms, so a slow regex never stalls an event loop.
+    let transformPool: NIOThreadPool
     private let nextFlowID = Atomic<Int>(1)
     /// The real listening address, known once bound.
     let listeningAddress: NIOLockedValueBox<(host: String, port: Int)?> = .init(nil)
@@ -20,6 +23,8 @@ final class ProxyContext: Sendable {
         self.configuration = configuration
         self.engine = UpstreamEngine(settings: configuration.upstream)
         self.connections = ConnectionTracker(limit: configuration.limits.maxConnections)
+        self.transformPool = NIOThreadPool(numberOfThreads: 2)
+        transformPool.start()
     }
 
     var logger: Logger { configuration.logger }

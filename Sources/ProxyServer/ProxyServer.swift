@@ -35,6 +35,7 @@ public final class ProxyServer: Sendable {
             channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         } catch {
             context.engine.shutdown()
+            try? await context.transformPool.shutdownGracefully()
             try? await group.shutdownGracefully()
             throw ProxyStartError("hookproxy: cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
@@ -68,6 +69,7 @@ public final class ProxyServer: Sendable {
             try? await channel.close()
         }
         context.engine.shutdown()
+        try? await context.transformPool.shutdownGracefully()
         context.configuration.recorder?.close()
         try? await group.shutdownGracefully()
     }

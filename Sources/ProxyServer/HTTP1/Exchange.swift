@@ -1,102 +1,106 @@
 import Foundation
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import ProxyModel
 import ProxyRules
 import ProxyUpstream
 
-/// One client request carried upstream: the bridge between the connection's event loop and the curl thread.
+/// One client request and everything hookproxy does for it: the upstream transfer of each hop (one, unless a
+/// redirect is followed), request and response body handling (streaming, or buffering for transforms and
+/// replays), the hook decisions on the response head, and the log records.
 ///
-/// Event-loop side: request body in (`receiveRequestBody`, `finishRequestBody`), response out (`drainResponse`).
-/// Curl side: the `UpstreamTransferDelegate` callbacks. They meet in `bridge`, under one lock, holding request
-/// bytes not yet sent and response events not yet written; each side pauses the other when its buffer is full.
-final class Exchange: UpstreamTransferDelegate, @unchecked Sendable {
-    /// What curl produced, in order, waiting for the event loop.
-    enum UpstreamEvent {
-        case head(ResponseHead)
-        case body(ByteBuffer)
-        case end(UpstreamOutcome)
+/// Event-loop bound (it is `Sendable` only so the bridge's callbacks can be scheduled back onto its loop).
+final class Exchange: @unchecked Sendable {
+    /// How the client's request body travels.
+    enum RequestBodyMode {
+        /// Straight to the transfer as it arrives.
+        case streaming
+        /// Kept whole until its end, for a request body transform.
+        case buffering([ByteBuffer], bytes: Int)
     }
 
-    /// The state both threads touch; only under `bridge`'s lock.
-    struct Bridge {
-        var requestChunks = CircularBuffer<ByteBuffer>()
-        var requestBytes = 0
-        var requestEnded = false
-        var curlWaitsForRequest = false
-        var clientReadPaused = false
-        var events = CircularBuffer<UpstreamEvent>()
-        var responseBytes = 0
-        var curlResponsePaused = false
-        var drainScheduled = false
+    /// What the current hop's response is doing.
+    enum ResponseMode {
+        case awaitingHead
+        /// The head is out; body bytes go to the client as they come.
+        case streaming
+        /// The final response waits whole for a response body transform.
+        case transforming(ResponseHead, [ByteBuffer], bytes: Int)
+        /// A 3xx being followed: its body is dropped, and the next hop starts when it ends.
+        case following(RequestHead, bodyKept: Bool)
+        /// hookproxy answered the client itself (block, cancel, error); the transfer's rest is ignored.
+        case answered
     }
 
-    static let highWater = 256 * 1024
-    static let lowWater = 64 * 1024
-
-    let id: Int
     let proxy: ProxyContext
     let eventLoop: any EventLoop
-    let clientHead: RequestHead
+    let rules: RuleSet
+    /// The plan of the request the client sent: its decisions govern a followed chain, and its response edits
+    /// apply to the response the client gets.
     let plan: FlowPlan
+    let request: RequestContext
     private let nioHead: HTTPRequestHead
-    private let request: RequestContext
-    private let bridge = NIOLockedValueBox(Bridge())
-
-    // MARK: event-loop state
     private var handler: ProxyRequestHandler?
-    private var transfer: UpstreamTransfer?
-    private var upstreamHead: RequestHead
-    private var responseHead: ResponseHead?
-    private var requestBodySize = 0
-    private var responseBodySize = 0
-    private var requestCapture: CapturedBody?
-    private var responseCapture: CapturedBody?
-    private var requestComplete = false
-    private var responseComplete = false
-    private var closeAfterResponse = false
-    private var outcome: UpstreamOutcome?
-    private var failure: String?
 
-    init(proxy: ProxyContext, handler: ProxyRequestHandler, eventLoop: any EventLoop, clientHead: RequestHead,
-         nioHead: HTTPRequestHead, plan: FlowPlan, request: RequestContext) {
-        self.id = proxy.makeFlowID()
+    // the current hop
+    private var hop = 0
+    private var hopRequest: RequestHead
+    private var hopPlan: FlowPlan
+    private var upstreamHead: RequestHead
+    private var hopStart = Date()
+    private var hopEvents: [HookEvent]
+    private var bridge: TransferBridge?
+    private var transfer: UpstreamTransfer?
+    private var follower: RedirectFollower?
+
+    // request body
+    private var requestMode = RequestBodyMode.streaming
+    private var replay: [ByteBuffer]? = nil
+    private var replayBytes = 0
+    private var requestComplete = false
+    private var requestBodySize = 0
+    private var requestCapture: CapturedBody?
+
+    // response
+    private var responseMode = ResponseMode.awaitingHead
+    private var responseHead: ResponseHead?
+    private var responseBodySize = 0
+    private var responseCapture: CapturedBody?
+    private var responseComplete = false
+    private var closeAfterResponse: Bool
+    private var failure: String?
+    private var recorded = false
+
+    init(proxy: ProxyContext, handler: ProxyRequestHandler, eventLoop: any EventLoop, rules: RuleSet,
+         clientHead: RequestHead, nioHead: HTTPRequestHead, plan: FlowPlan, request: RequestContext) {
         self.proxy = proxy
         self.handler = handler
         self.eventLoop = eventLoop
-        self.clientHead = clientHead
-        self.nioHead = nioHead
+        self.rules = rules
         self.plan = plan
         self.request = request
+        self.nioHead = nioHead
+        self.hopRequest = clientHead
+        self.hopPlan = plan
+        self.hopEvents = plan.events
         var upstreamHead = clientHead
         upstreamHead.headers.remove("Expect")
         plan.editRequest(&upstreamHead)
         self.upstreamHead = upstreamHead
+        self.closeAfterResponse = !nioHead.isKeepAlive
         if proxy.configuration.captureBodies {
             requestCapture = CapturedBody()
             responseCapture = CapturedBody()
         }
-        closeAfterResponse = !nioHead.isKeepAlive
-    }
-
-    // MARK: event loop: start and request body
-
-    func start() {
-        proxy.connections.exchangeStarted()
-        let upstreamRequest = UpstreamRequest(head: upstreamHead, body: requestBodyFraming(), settings: proxy.engine.settings,
-                                              trust: plan.trust, challenge: plan.onChallenge)
-        if plan.delayMs > 0 {
-            eventLoop.scheduleTask(in: .milliseconds(Int64(plan.delayMs))) { [self] in
-                guard !responseComplete else { return }
-                transfer = proxy.engine.start(upstreamRequest, delegate: self)
-            }
-        } else {
-            transfer = proxy.engine.start(upstreamRequest, delegate: self)
+        if let redirect = plan.onRedirect, redirect.action == .follow {
+            follower = RedirectFollower(policy: redirect, original: clientHead)
         }
     }
 
-    private func requestBodyFraming() -> UpstreamRequest.Body {
+    private var clientHead: RequestHead { request.clientHead! }
+    private var requestHasBody: Bool { requestFraming != .none }
+
+    private var requestFraming: UpstreamRequest.Body {
         if nioHead.headers.contains(name: "transfer-encoding") { return .chunked }
         if let length = nioHead.headers.first(name: "content-length").flatMap(Int64.init) {
             if length == 0 && ["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"].contains(clientHead.method) { return .none }
@@ -105,35 +109,109 @@ final class Exchange: UpstreamTransferDelegate, @unchecked Sendable {
         return .none
     }
 
+    // MARK: start
+
+    func start() {
+        proxy.connections.exchangeStarted()
+        if follower != nil && requestHasBody { replay = [] }
+        if plan.requestBodyTransform != nil && requestHasBody {
+            requestMode = .buffering([], bytes: 0)
+            return
+        }
+        startTransfer(body: requestFraming, delayMs: plan.delayMs)
+    }
+
+    /// Starts the current hop's upstream transfer with a fresh bridge.
+    private func startTransfer(body: UpstreamRequest.Body, delayMs: Int = 0, prefill: [ByteBuffer]? = nil) {
+        let retain = hopPlan.onChallenge?.action == .useCredential
+        let bridge = TransferBridge(
+            eventLoop: eventLoop, retainRequest: retain, retainLimit: proxy.limits.bodyLimit,
+            onEvents: { [weak self] in self?.drainResponse() },
+            onRequestRoom: { [weak self] in self?.handler?.resumeReading() })
+        self.bridge = bridge
+        if let prefill {
+            for chunk in prefill { _ = bridge.pushRequest(chunk) }
+            _ = bridge.endRequest()
+        }
+        let upstream = UpstreamRequest(head: upstreamHead, body: body, settings: proxy.engine.settings,
+                                       trust: hopPlan.trust, challenge: hopPlan.onChallenge)
+        hopStart = Date()
+        if delayMs > 0 {
+            eventLoop.scheduleTask(in: .milliseconds(Int64(delayMs))) { [self] in
+                guard !responseComplete, self.bridge === bridge else { return }
+                transfer = proxy.engine.start(upstream, delegate: bridge)
+            }
+        } else {
+            transfer = proxy.engine.start(upstream, delegate: bridge)
+        }
+    }
+
+    // MARK: request body (from the client)
+
     func receiveRequestBody(_ buffer: ByteBuffer) {
         requestBodySize += buffer.readableBytes
         requestCapture?.append(buffer, limit: proxy.limits.captureLimit)
-        guard outcome == nil else { return }
-        let (resumeCurl, pauseClient) = bridge.withLockedValue { bridge -> (Bool, Bool) in
-            bridge.requestChunks.append(buffer)
-            bridge.requestBytes += buffer.readableBytes
-            let resume = bridge.curlWaitsForRequest
-            bridge.curlWaitsForRequest = false
-            let pause = bridge.requestBytes > Exchange.highWater && !bridge.clientReadPaused
-            if pause { bridge.clientReadPaused = true }
-            return (resume, pause)
+        if replay != nil {
+            replayBytes += buffer.readableBytes
+            if replayBytes > proxy.limits.bodyLimit { replay = nil } else { replay!.append(buffer) }
         }
+        switch requestMode {
+        case .buffering(var chunks, let bytes):
+            chunks.append(buffer)
+            if bytes + buffer.readableBytes > proxy.limits.bodyLimit {
+                hopEvents.append(HookEvent(hook: .body, action: "request body over --body-limit", detail: "sent unchanged"))
+                requestMode = .streaming
+                startTransfer(body: requestFraming)
+                for chunk in chunks { push(chunk) }
+            } else {
+                requestMode = .buffering(chunks, bytes: bytes + buffer.readableBytes)
+            }
+        case .streaming:
+            guard hop == 0, !responseComplete else { return }
+            push(buffer)
+        }
+    }
+
+    private func push(_ buffer: ByteBuffer) {
+        guard let bridge else { return }
+        let (resumeCurl, pauseClient) = bridge.pushRequest(buffer)
         if pauseClient { handler?.pauseReading() }
         if resumeCurl { transfer?.resume() }
     }
 
     func finishRequestBody() {
         requestComplete = true
-        guard !responseComplete else {
-            finishIfDone()
-            return
+        switch requestMode {
+        case .buffering(let chunks, _):
+            requestMode = .streaming
+            transformRequestBody(chunks)
+        case .streaming:
+            if hop == 0, let bridge, bridge.endRequest() { transfer?.resume() }
         }
-        let resumeCurl = bridge.withLockedValue { bridge -> Bool in
-            bridge.requestEnded = true
-            defer { bridge.curlWaitsForRequest = false }
-            return bridge.curlWaitsForRequest
+        if responseComplete { finishConnectionUse(endAlreadySent: true) }
+    }
+
+    private func transformRequestBody(_ chunks: [ByteBuffer]) {
+        guard let transform = plan.requestBodyTransform else { return }
+        var bytes: [UInt8] = []
+        for chunk in chunks { bytes.append(contentsOf: chunk.readableBytesView) }
+        let headers = upstreamHead.headers
+        proxy.transformPool.runIfActive(eventLoop: eventLoop) { () -> ([UInt8], HeaderFields, [String]) in
+            var headers = headers
+            let (body, notes) = transform.apply(to: bytes, headers: &headers)
+            return (body, headers, notes)
+        }.whenComplete { [self] result in
+            guard case .success(let (body, headers, notes)) = result else {
+                fail(ProxyError(.internalError, "hookproxy: request body transform failed for \(clientHead.url.authority)"))
+                return
+            }
+            upstreamHead.headers = headers
+            upstreamHead.headers.remove("Transfer-Encoding")
+            upstreamHead.headers.set("Content-Length", String(body.count))
+            hopEvents += notes.map { HookEvent(hook: .body, action: "request body", detail: $0) }
+            if replay != nil { replay = [ByteBuffer(bytes: body)]; replayBytes = body.count }
+            startTransfer(body: .length(Int64(body.count)), delayMs: plan.delayMs, prefill: [ByteBuffer(bytes: body)])
         }
-        if resumeCurl { transfer?.resume() }
     }
 
     /// The client went away: stop the upstream transfer at once.
@@ -144,111 +222,189 @@ final class Exchange: UpstreamTransferDelegate, @unchecked Sendable {
         responseComplete = true
         requestComplete = true
         handler = nil
-        finish()
+        record(response: responseHead, outcome: nil, final: true)
     }
 
-    // MARK: curl thread: UpstreamTransferDelegate
-
-    func didReceiveHead(_ head: ResponseHead) {
-        enqueue(.head(head), bytes: 0)
+    /// A Content-Length body fully written: the client may rightly close before curl reports the end.
+    private var responseBodyDelivered: Bool {
+        guard let length = responseHead?.headers["content-length"].flatMap(Int.init) else { return false }
+        return responseBodySize >= length
     }
 
-    func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow {
-        let paused = bridge.withLockedValue { bridge -> Bool in
-            guard bridge.responseBytes < Exchange.highWater else {
-                bridge.curlResponsePaused = true
-                return true
-            }
-            return false
-        }
-        if paused { return .pause }
-        var buffer = ByteBufferAllocator().buffer(capacity: bytes.count)
-        buffer.writeBytes(bytes)
-        enqueue(.body(buffer), bytes: bytes.count)
-        return .bytes(bytes.count)
-    }
+    // MARK: response (from curl, through the bridge)
 
-    func provideRequestBody(into target: UnsafeMutableRawBufferPointer) -> BodyFlow {
-        var resumeClient = false
-        let flow = bridge.withLockedValue { bridge -> BodyFlow in
-            var copied = 0
-            while copied < target.count, var chunk = bridge.requestChunks.first {
-                let count = min(chunk.readableBytes, target.count - copied)
-                chunk.withUnsafeReadableBytes { source in
-                    UnsafeMutableRawBufferPointer(rebasing: target[copied..<(copied + count)])
-                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<count]))
-                }
-                chunk.moveReaderIndex(forwardBy: count)
-                copied += count
-                if chunk.readableBytes == 0 { bridge.requestChunks.removeFirst() } else { bridge.requestChunks[bridge.requestChunks.startIndex] = chunk }
-            }
-            bridge.requestBytes -= copied
-            if bridge.clientReadPaused && bridge.requestBytes < Exchange.lowWater {
-                bridge.clientReadPaused = false
-                resumeClient = true
-            }
-            if copied > 0 { return .bytes(copied) }
-            if bridge.requestEnded { return .end }
-            bridge.curlWaitsForRequest = true
-            return .pause
-        }
-        if resumeClient { eventLoop.execute { self.handler?.resumeReading() } }
-        return flow
-    }
-
-    func didComplete(_ outcome: UpstreamOutcome) {
-        enqueue(.end(outcome), bytes: 0)
-    }
-
-    private func enqueue(_ event: UpstreamEvent, bytes: Int) {
-        let schedule = bridge.withLockedValue { bridge -> Bool in
-            bridge.events.append(event)
-            bridge.responseBytes += bytes
-            defer { bridge.drainScheduled = true }
-            return !bridge.drainScheduled
-        }
-        if schedule { eventLoop.execute { self.drainResponse() } }
-    }
-
-    // MARK: event loop: response out
-
-    /// Writes what curl produced while the client keeps up; resumes curl once the backlog is small.
+    /// Handles what curl produced while the client keeps up; resumes curl once the backlog is small.
     func drainResponse() {
-        guard let handler else {
-            bridge.withLockedValue { $0.drainScheduled = false; $0.events.removeAll() }
-            return
-        }
+        guard let handler, let bridge else { return }
         var wrote = false
         while true {
-            let writable = handler.isWritable
-            let (next, resumeCurl) = bridge.withLockedValue { bridge -> (UpstreamEvent?, Bool) in
-                guard let first = bridge.events.first, writable || !first.isBody else {
-                    bridge.drainScheduled = false
-                    return (nil, false)
-                }
-                bridge.events.removeFirst()
-                if case .body(let buffer) = first { bridge.responseBytes -= buffer.readableBytes }
-                let resume = bridge.curlResponsePaused && bridge.responseBytes < Exchange.lowWater
-                if resume { bridge.curlResponsePaused = false }
-                return (first, resume)
-            }
+            let (event, resumeCurl) = bridge.nextEvent(clientWritable: handler.isWritable)
             if resumeCurl { transfer?.resume() }
-            guard let next else { break }
+            guard let event else { break }
             wrote = true
-            switch next {
-            case .head(let head): writeHead(head)
-            case .body(let buffer): writeBody(buffer)
+            switch event {
+            case .head(let head): receive(head)
+            case .body(let buffer): receive(buffer)
             case .end(let outcome): end(outcome)
             }
+            if self.bridge !== bridge { break }  // a new hop started
         }
-        if wrote { handler.flush() }
+        if wrote { self.handler?.flush() }
     }
 
-    private func writeHead(_ upstream: ResponseHead) {
+    private func receive(_ head: ResponseHead) {
+        guard case .awaitingHead = responseMode else { return }
+        if let decision = HookDecisions.onHead(head, exchange: self) {
+            apply(decision, to: head)
+            return
+        }
+        if plan.responseBodyTransform != nil, hop == 0 || follower != nil,
+           ResponseHead.hasBody(status: head.status, requestMethod: clientHead.method) {
+            responseMode = .transforming(head, [], bytes: 0)
+            return
+        }
+        writeHead(head)
+        responseMode = .streaming
+    }
+
+    private func receive(_ buffer: ByteBuffer) {
+        switch responseMode {
+        case .streaming:
+            writeBody(buffer)
+        case .transforming(let head, var chunks, let bytes):
+            chunks.append(buffer)
+            if bytes + buffer.readableBytes > proxy.limits.bodyLimit {
+                hopEvents.append(HookEvent(hook: .body, action: "response body over --body-limit", detail: "streamed unchanged"))
+                writeHead(head)
+                responseMode = .streaming
+                for chunk in chunks { writeBody(chunk) }
+            } else {
+                responseMode = .transforming(head, chunks, bytes: bytes + buffer.readableBytes)
+            }
+        case .awaitingHead, .following, .answered:
+            break
+        }
+    }
+
+    private func end(_ outcome: UpstreamOutcome) {
+        switch responseMode {
+        case .awaitingHead:
+            fail(outcome.error ?? ProxyError(.upstreamFailed, "hookproxy: no response from \(upstreamHead.url.authority)"), outcome: outcome)
+        case .streaming:
+            if let error = outcome.error {
+                // The head is out: all the client can learn is that the body ended early.
+                failure = error.message
+                responseComplete = true
+                record(response: responseHead, outcome: outcome, final: true)
+                handler?.closeConnection()
+                return
+            }
+            completeResponse(outcome: outcome)
+        case .transforming(let head, let chunks, _):
+            if let error = outcome.error {
+                fail(error, outcome: outcome)
+                return
+            }
+            transformResponse(head, chunks, outcome: outcome)
+        case .following(let next, let bodyKept):
+            record(response: pendingRedirectHead, outcome: outcome, final: false)
+            startNextHop(next, bodyKept: bodyKept)
+        case .answered:
+            record(response: responseHead, outcome: outcome, final: true)
+        }
+    }
+
+    private func transformResponse(_ head: ResponseHead, _ chunks: [ByteBuffer], outcome: UpstreamOutcome) {
+        guard let transform = plan.responseBodyTransform else { return }
+        var bytes: [UInt8] = []
+        for chunk in chunks { bytes.append(contentsOf: chunk.readableBytesView) }
+        proxy.transformPool.runIfActive(eventLoop: eventLoop) { () -> ([UInt8], HeaderFields, [String]) in
+            var headers = head.headers
+            let (body, notes) = transform.apply(to: bytes, headers: &headers)
+            return (body, headers, notes)
+        }.whenComplete { [self] result in
+            guard handler != nil else { return }
+            guard case .success(let (body, headers, notes)) = result else {
+                fail(ProxyError(.internalError, "hookproxy: response body transform failed for \(clientHead.url.authority)"), outcome: outcome)
+                return
+            }
+            var transformed = head
+            transformed.headers = headers
+            transformed.headers.remove("Transfer-Encoding")
+            transformed.headers.set("Content-Length", String(body.count))
+            hopEvents += notes.map { HookEvent(hook: .body, action: "response body", detail: $0) }
+            writeHead(transformed)
+            writeBody(ByteBuffer(bytes: body))
+            completeResponse(outcome: outcome)
+        }
+    }
+
+    // MARK: hook decisions
+
+    /// The 3xx being followed, for its hop's log record.
+    private var pendingRedirectHead: ResponseHead?
+
+    private func apply(_ decision: HookDecisions.Decision, to head: ResponseHead) {
+        switch decision {
+        case .passRewritten(let rewritten, let event):
+            hopEvents.append(event)
+            writeHead(rewritten)
+            responseMode = .streaming
+        case .follow(let next, let bodyKept):
+            if bodyKept && requestHasBody && replay == nil {
+                fail(ProxyError(.bodyTooLarge, "hookproxy: cannot follow the redirect from \(hopRequest.url.authority): the request body was larger than --body-limit (\(proxy.limits.bodyLimit) bytes) and cannot be replayed"))
+                return
+            }
+            pendingRedirectHead = head
+            responseMode = .following(next, bodyKept: bodyKept)
+        case .answer(let error, let event):
+            hopEvents.append(event)
+            transfer?.cancel()
+            fail(error)
+        }
+    }
+
+    private func startNextHop(_ next: RequestHead, bodyKept: Bool) {
+        hop += 1
+        hopRequest = next
+        hopPlan = rules.plan(for: next)
+        hopEvents = hopPlan.events
+        responseMode = .awaitingHead
+        if let local = hopPlan.localResponse {
+            var head = local.head
+            plan.editResponse(&head)
+            writeHead(head, applyEdits: false)
+            writeBody(ByteBuffer(bytes: local.body))
+            completeResponse(outcome: UpstreamOutcome())
+            return
+        }
+        var head = next
+        hopPlan.editRequest(&head)
+        upstreamHead = head
+        if bodyKept, let replay, !replay.isEmpty {
+            startTransfer(body: .length(Int64(replayBytes)), prefill: replay)
+        } else {
+            upstreamHead.headers.remove("Content-Length")
+            startTransfer(body: .none)
+        }
+    }
+
+    var currentHop: (request: RequestHead, plan: FlowPlan, index: Int) { (hopRequest, hopPlan, hop) }
+
+    func nextRedirect(after status: Int, location: String) -> RedirectFollower.Step {
+        follower?.next(after: hopRequest, status: status, location: location) ?? .pass
+    }
+
+    // MARK: writing to the client
+
+    private func writeHead(_ upstream: ResponseHead, applyEdits: Bool = true) {
         guard let handler, responseHead == nil else { return }
         var head = upstream
         HopByHop.strip(&head.headers)
-        plan.editResponse(&head)
+        if applyEdits { plan.editResponse(&head) }
+        if hop > 0 {
+            hopEvents.append(HookEvent(hook: .redirect, action: "redirect followed \(hop) hop\(hop == 1 ? "" : "s")"))
+        }
         let hasBody = ResponseHead.hasBody(status: head.status, requestMethod: clientHead.method)
         if hasBody && !head.headers.contains("content-length") && nioHead.version == .http1_0 {
             closeAfterResponse = true  // HTTP/1.0 client: the body ends when the connection closes
@@ -263,71 +419,65 @@ final class Exchange: UpstreamTransferDelegate, @unchecked Sendable {
     }
 
     private func writeBody(_ buffer: ByteBuffer) {
-        guard let handler, responseHead != nil else { return }
+        guard let handler, responseHead != nil, buffer.readableBytes > 0 else { return }
         responseBodySize += buffer.readableBytes
         responseCapture?.append(buffer, limit: proxy.limits.captureLimit)
         handler.send(.body(.byteBuffer(buffer)))
     }
 
-    private func end(_ outcome: UpstreamOutcome) {
-        self.outcome = outcome
-        guard let handler else { return }
-        if responseHead == nil {
-            let error = outcome.error ?? ProxyError(.upstreamFailed, "hookproxy: no response from \(upstreamHead.url.authority)")
-            failure = error.message
-            if !requestComplete { closeAfterResponse = true }
-            let local = LocalResponse.error(error)
-            writeHead(local.head)
-            writeBody(handler.buffer(local.body))
-        } else if let error = outcome.error {
-            // The head is out: all the client can learn is that the body ended early.
-            failure = error.message
+    /// Answers the client with hookproxy's own error response.
+    private func fail(_ error: ProxyError, outcome: UpstreamOutcome? = nil) {
+        failure = error.message
+        responseMode = .answered
+        guard responseHead == nil else {
             responseComplete = true
-            handler.closeConnection()
-            finish()
+            record(response: responseHead, outcome: outcome, final: true)
+            handler?.closeConnection()
             return
         }
+        if !requestComplete { closeAfterResponse = true }
+        let local = LocalResponse.error(error)
+        writeHead(local.head, applyEdits: false)
+        writeBody(ByteBuffer(bytes: local.body))
+        completeResponse(outcome: outcome ?? UpstreamOutcome())
+    }
+
+    private func completeResponse(outcome: UpstreamOutcome) {
         responseComplete = true
+        record(response: responseHead, outcome: outcome, final: true)
         if requestComplete || closeAfterResponse {
-            finish()
-            handler.exchangeFinished(self, close: closeAfterResponse)
+            finishConnectionUse(endAlreadySent: false)
         } else {
-            _ = handler.sendEnd()
+            _ = handler?.sendEnd()
         }
     }
 
-    /// The request's end arrived after the response's: the connection is free for the next request.
-    private func finishIfDone() {
-        guard responseComplete, let handler else { return }
-        finish()
-        handler.exchangeFinished(self, close: closeAfterResponse, endAlreadySent: true)
+    /// Hands the connection back (idle, or closing) once both the request and the response are complete.
+    private func finishConnectionUse(endAlreadySent: Bool) {
+        guard let handler else { return }
+        self.handler = nil
+        handler.exchangeFinished(self, close: closeAfterResponse, endAlreadySent: endAlreadySent)
     }
 
-    private var recorded = false
+    // MARK: log
 
-    /// A Content-Length body fully written: the client may rightly close before curl reports the end.
-    private var responseBodyDelivered: Bool {
-        guard let length = responseHead?.headers["content-length"].flatMap(Int.init) else { return false }
-        return responseBodySize >= length
-    }
-
-    private func finish() {
+    private func record(response: ResponseHead?, outcome: UpstreamOutcome?, final: Bool) {
         guard !recorded else { return }
-        recorded = true
-        proxy.connections.exchangeEnded()
-        if let error = failure { proxy.logger.debug("\(clientHead.method) \(clientHead.url): \(error)") }
-        proxy.record(FlowRecord(
-            id: id, start: request.start, client: request.client, request: upstreamHead, url: clientHead.url.description,
-            upstreamURL: upstreamHead.url.description, response: responseHead, requestBodySize: requestBodySize,
-            responseBodySize: responseBodySize, requestBody: requestCapture, responseBody: responseCapture,
-            timings: outcome?.timings ?? Timings(), durationMs: Date().timeIntervalSince(request.start) * 1000,
-            rules: plan.firedRules, events: plan.events + (outcome?.events ?? []), error: failure,
-            serverIP: outcome?.serverIP, connectionID: outcome?.connectionID))
+        if final {
+            recorded = true
+            proxy.connections.exchangeEnded()
+        }
+        let flow = FlowRecord(
+            id: proxy.makeFlowID(), start: hop == 0 ? request.start : hopStart, client: request.client,
+            request: upstreamHead, url: hopRequest.url.description, upstreamURL: upstreamHead.url.description,
+            response: response, requestBodySize: hop == 0 ? requestBodySize : (upstreamHead.method == clientHead.method ? replayBytes : 0),
+            responseBodySize: final ? responseBodySize : 0, requestBody: hop == 0 ? requestCapture : nil,
+            responseBody: final ? responseCapture : nil, timings: outcome?.timings ?? Timings(),
+            durationMs: Date().timeIntervalSince(hop == 0 ? request.start : hopStart) * 1000,
+            rules: hopPlan.firedRules, events: hopEvents + (outcome?.events ?? []), error: final ? failure : nil, hop: hop,
+            serverIP: outcome?.serverIP, connectionID: outcome?.connectionID)
+        proxy.record(flow)
     }
-}
-
-extension Exchange.UpstreamEvent {
-    var isBody: Bool { if case .body = self { true } else { false } }
 }
 
 extension CapturedBody {

@@ -120,7 +120,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func startExchange(_ clientHead: RequestHead, nioHead: HTTPRequestHead, request: RequestContext) {
-        let plan = proxy.currentRules.plan(for: clientHead)
+        let rules = proxy.currentRules
+        let plan = rules.plan(for: clientHead)
         if let local = plan.localResponse {
             state = .answeringLocally(local, keepAlive: nioHead.isKeepAlive, events: plan.events,
                                       request.with(clientHead: clientHead, plan: plan))
@@ -131,8 +132,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             send(.head(HTTPResponseHead(version: nioHead.version, status: .continue)))
             flush()
         }
-        let exchange = Exchange(proxy: proxy, handler: self, eventLoop: context.eventLoop, clientHead: clientHead,
-                                nioHead: nioHead, plan: plan, request: request)
+        let exchange = Exchange(proxy: proxy, handler: self, eventLoop: context.eventLoop, rules: rules, clientHead: clientHead,
+                                nioHead: nioHead, plan: plan, request: request.with(clientHead: clientHead, plan: plan))
         state = .exchanging(exchange)
         exchange.start()
     }

@@ -1,0 +1,188 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import ProxyModel
+import ProxyUpstream
+
+/// Where one upstream transfer meets the event loop: request bytes waiting for curl, response events waiting for
+/// the client. Both threads touch it, only under its lock. Each side pauses the other past a high-water mark.
+///
+/// Curl side: the `UpstreamTransferDelegate` callbacks (curl thread). Event-loop side: `pushRequest`,
+/// `endRequest`, `nextEvent`. The bridge keeps every request byte while `retainsRequest` so libcurl can rewind
+/// (a second auth round), until the retained bytes pass the body limit.
+final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
+    /// What curl produced, in order, waiting for the event loop.
+    enum Event {
+        case head(ResponseHead)
+        case body(ByteBuffer)
+        case end(UpstreamOutcome)
+
+        var isBody: Bool { if case .body = self { true } else { false } }
+    }
+
+    private struct State {
+        var chunks: [ByteBuffer] = []
+        /// Untouched copies of every chunk while the body is retained (storage is shared, not copied).
+        var originals: [ByteBuffer] = []
+        /// Index of the next chunk to send; chunks before it are kept only while the body is retained.
+        var cursor = 0
+        var unsentBytes = 0
+        var retainedBytes = 0
+        var retains: Bool
+        var requestEnded = false
+        var curlWaitsForRequest = false
+        var clientReadPaused = false
+        var events = CircularBuffer<Event>()
+        var responseBytes = 0
+        var curlResponsePaused = false
+        var drainScheduled = false
+    }
+
+    static let highWater = 256 * 1024
+    static let lowWater = 64 * 1024
+
+    private let state: NIOLockedValueBox<State>
+    private let eventLoop: any EventLoop
+    private let retainLimit: Int
+    /// Event-loop callbacks: drain response events; resume reading the client.
+    private let onEvents: @Sendable () -> Void
+    private let onRequestRoom: @Sendable () -> Void
+
+    init(eventLoop: any EventLoop, retainRequest: Bool, retainLimit: Int,
+         onEvents: @escaping @Sendable () -> Void, onRequestRoom: @escaping @Sendable () -> Void) {
+        self.eventLoop = eventLoop
+        self.state = NIOLockedValueBox(State(retains: retainRequest))
+        self.retainLimit = retainLimit
+        self.onEvents = onEvents
+        self.onRequestRoom = onRequestRoom
+    }
+
+    // MARK: event loop side
+
+    /// Queues request bytes for curl. Returns (curl must be resumed, the client should pause).
+    func pushRequest(_ buffer: ByteBuffer) -> (resumeCurl: Bool, pauseClient: Bool) {
+        state.withLockedValue { state in
+            state.chunks.append(buffer)
+            state.unsentBytes += buffer.readableBytes
+            if state.retains {
+                state.originals.append(buffer)
+                state.retainedBytes += buffer.readableBytes
+                if state.retainedBytes > retainLimit {
+                    state.retains = false
+                    state.originals = []
+                }
+            }
+            let resume = state.curlWaitsForRequest
+            state.curlWaitsForRequest = false
+            let pause = state.unsentBytes > TransferBridge.highWater && !state.clientReadPaused
+            if pause { state.clientReadPaused = true }
+            return (resume, pause)
+        }
+    }
+
+    /// Marks the request body complete. Returns whether curl must be resumed.
+    func endRequest() -> Bool {
+        state.withLockedValue { state in
+            state.requestEnded = true
+            defer { state.curlWaitsForRequest = false }
+            return state.curlWaitsForRequest
+        }
+    }
+
+    /// The next response event, unless it is body and the client cannot take it now; and whether curl may go on.
+    func nextEvent(clientWritable: Bool) -> (event: Event?, resumeCurl: Bool) {
+        state.withLockedValue { state in
+            guard let first = state.events.first, clientWritable || !first.isBody else {
+                state.drainScheduled = false
+                return (nil, false)
+            }
+            state.events.removeFirst()
+            if case .body(let buffer) = first { state.responseBytes -= buffer.readableBytes }
+            let resume = state.curlResponsePaused && state.responseBytes < TransferBridge.lowWater
+            if resume { state.curlResponsePaused = false }
+            return (first, resume)
+        }
+    }
+
+    // MARK: curl thread side
+
+    func didReceiveHead(_ head: ResponseHead) {
+        enqueue(.head(head), bytes: 0)
+    }
+
+    func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow {
+        let full = state.withLockedValue { state -> Bool in
+            if state.responseBytes >= TransferBridge.highWater {
+                state.curlResponsePaused = true
+                return true
+            }
+            return false
+        }
+        if full { return .pause }
+        var buffer = ByteBufferAllocator().buffer(capacity: bytes.count)
+        buffer.writeBytes(bytes)
+        enqueue(.body(buffer), bytes: bytes.count)
+        return .bytes(bytes.count)
+    }
+
+    func provideRequestBody(into target: UnsafeMutableRawBufferPointer) -> BodyFlow {
+        var resumeClient = false
+        let flow = state.withLockedValue { state -> BodyFlow in
+            var copied = 0
+            while copied < target.count, state.cursor < state.chunks.count {
+                var chunk = state.chunks[state.cursor]
+                let count = min(chunk.readableBytes, target.count - copied)
+                chunk.withUnsafeReadableBytes { source in
+                    UnsafeMutableRawBufferPointer(rebasing: target[copied..<(copied + count)])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<count]))
+                }
+                chunk.moveReaderIndex(forwardBy: count)
+                copied += count
+                if chunk.readableBytes == 0 {
+                    state.cursor += 1
+                } else {
+                    state.chunks[state.cursor] = chunk
+                }
+            }
+            if !state.retains && state.cursor > 0 {
+                state.chunks.removeFirst(state.cursor)
+                state.cursor = 0
+            }
+            state.unsentBytes -= copied
+            if state.clientReadPaused && state.unsentBytes < TransferBridge.lowWater {
+                state.clientReadPaused = false
+                resumeClient = true
+            }
+            if copied > 0 { return .bytes(copied) }
+            if state.requestEnded { return .end }
+            state.curlWaitsForRequest = true
+            return .pause
+        }
+        if resumeClient { eventLoop.execute(onRequestRoom) }
+        return flow
+    }
+
+    /// A second round of the request (authentication): start the body again, if every byte was kept.
+    func rewindRequestBody() -> Bool {
+        state.withLockedValue { state in
+            guard state.retains else { return false }
+            state.chunks = state.originals
+            state.cursor = 0
+            state.unsentBytes = state.retainedBytes
+            return true
+        }
+    }
+
+    func didComplete(_ outcome: UpstreamOutcome) {
+        enqueue(.end(outcome), bytes: 0)
+    }
+
+    private func enqueue(_ event: Event, bytes: Int) {
+        let schedule = state.withLockedValue { state -> Bool in
+            state.events.append(event)
+            state.responseBytes += bytes
+            defer { state.drainScheduled = true }
+            return !state.drainScheduled
+        }
+        if schedule { eventLoop.execute(onEvents) }
+    }
+}

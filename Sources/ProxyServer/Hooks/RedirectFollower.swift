@@ -1,0 +1,100 @@
+import ProxyModel
+
+/// Following redirects hop by hop (`on_redirect: follow`): a value holding the hops so far, and a pure function
+/// that builds the next request — 303 (and 301/302 after POST) become GET without a body, 307/308 keep method
+/// and body, Authorization and Cookie are dropped when the origin changes.
+struct RedirectFollower {
+    let policy: RedirectPolicy
+    /// Every URL requested so far, in order (the original first).
+    private(set) var chain: [ProxyURL]
+    private var visited: Set<String>
+
+    init(policy: RedirectPolicy, original: RequestHead) {
+        self.policy = policy
+        self.chain = [original.url]
+        self.visited = [RedirectFollower.key(original.method, original.url)]
+    }
+
+    var hops: Int { chain.count - 1 }
+
+    /// What to do with a 3xx answer to `request`.
+    enum Step: Equatable {
+        /// Hand the 3xx to the client as it is (no Location, or another origin with same_host_only).
+        case pass
+        case follow(RequestHead, bodyKept: Bool)
+        case fail(ProxyError)
+    }
+
+    mutating func next(after request: RequestHead, status: Int, location: String) -> Step {
+        guard let target = RedirectFollower.resolve(location, against: request.url) else { return .pass }
+        if policy.sameHostOnly && target.origin != request.url.origin { return .pass }
+        let host = chain[0].authority
+        if hops >= policy.maxHops {
+            return .fail(ProxyError(.redirectLimit, "hookproxy: redirect limit \(host): more than \(policy.maxHops) hops: \(describe(plus: target))"))
+        }
+        var next = request
+        next.url = target
+        var bodyKept = true
+        if status == 303 && request.method != "HEAD" || (status == 301 || status == 302) && request.method == "POST" {
+            next.method = "GET"
+            bodyKept = false
+            for name in ["Content-Length", "Content-Type", "Transfer-Encoding", "Content-Encoding"] { next.headers.remove(name) }
+        }
+        if target.origin != request.url.origin {
+            next.headers.remove("Authorization")
+            next.headers.remove("Cookie")
+        }
+        next.headers.set("Host", target.authority)
+        let key = RedirectFollower.key(next.method, target)
+        if visited.contains(key) {
+            return .fail(ProxyError(.redirectLimit, "hookproxy: redirect loop \(host): \(describe(plus: target))"))
+        }
+        visited.insert(key)
+        chain.append(target)
+        return .follow(next, bodyKept: bodyKept && status != 303)
+    }
+
+    private func describe(plus target: ProxyURL) -> String {
+        (chain + [target]).map(\.description).joined(separator: " → ")
+    }
+
+    private static func key(_ method: String, _ url: ProxyURL) -> String { "\(method) \(url)" }
+
+    /// A Location made absolute against the URL it answered (absolute, scheme-relative, absolute-path, relative).
+    static func resolve(_ location: String, against base: ProxyURL) -> ProxyURL? {
+        let trimmed = location.trimmingSpaces()
+        guard !trimmed.isEmpty else { return nil }
+        if let absolute = ProxyURL(string: trimmed) { return absolute }
+        if trimmed.hasPrefix("//") { return ProxyURL(string: "\(base.scheme):\(trimmed)") }
+        var target = Substring(trimmed)
+        if let hash = target.firstIndex(of: "#") { target = target[..<hash] }
+        var (path, query) = ProxyURL.splitTarget(target)
+        if target.hasPrefix("?") {
+            path = base.path
+        } else if !target.hasPrefix("/") {
+            let directory = base.path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+            path = normalize(directory + "/" + path)
+        }
+        return ProxyURL(scheme: base.scheme, host: base.host, port: base.port, path: path, query: query)
+    }
+
+    /// Removes `.` and `..` segments.
+    private static func normalize(_ path: String) -> String {
+        var segments: [Substring] = []
+        for segment in path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
+            switch segment {
+            case ".": continue
+            case "..": if !segments.isEmpty { segments.removeLast() }
+            default: segments.append(segment)
+            }
+        }
+        return "/" + segments.joined(separator: "/")
+    }
+
+    /// `rewrite.from` is a prefix of the absolute Location; nil when it does not apply.
+    static func rewrite(_ location: String, against base: ProxyURL, with rewrite: RedirectPolicy.Rewrite) -> String? {
+        let absolute = resolve(location, against: base)?.description ?? location
+        guard absolute.hasPrefix(rewrite.from) else { return nil }
+        return rewrite.to + absolute.dropFirst(rewrite.from.count)
+    }
+}
