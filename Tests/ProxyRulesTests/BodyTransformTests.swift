@@ -1,0 +1,145 @@
+import Foundation
+import ProxyModel
+import Testing
+@testable import ProxyRules
+
+@Suite struct BodyTransformTests {
+    func responseTransform(_ yaml: String, files: [String: String] = [:]) throws -> any BodyTransforming {
+        let set = try ruleSet(yaml, files: files)
+        return try #require(set.plan(for: request("GET", "http://x.test/")).responseBodyTransform)
+    }
+
+    func apply(_ transform: any BodyTransforming, _ body: String, headers: HeaderFields = [("Content-Length", "1")])
+        -> (String, HeaderFields, [String]) {
+        var headers = headers
+        let (out, notes) = transform.apply(to: Array(body.utf8), headers: &headers)
+        return (String(decoding: out, as: UTF8.self), headers, notes)
+    }
+
+    @Test func replaceWithGroupsAndText() throws {
+        let transform = try responseTransform("""
+        rules:
+          - name: r
+            response:
+              body:
+                replace:
+                  - { regex: "user-(\\\\d+)", with: "id:$1" }
+                  - { text: "$1", with: "dollar-one" }
+        """)
+        let (body, headers, notes) = apply(transform, "user-12 and user-7 cost $1")
+        #expect(body == "id:12 and id:7 cost dollar-one")
+        #expect(headers["Content-Length"] == String(body.utf8.count))
+        #expect(notes.isEmpty)
+    }
+
+    @Test func jsonSetAndRemove() throws {
+        let transform = try responseTransform("""
+        rules:
+          - name: j
+            response:
+              body:
+                json:
+                  set:
+                    "a.b[0].c": 5
+                    "new.deep.key": "text"
+                    flag: true
+                    obj: { x: [1, "2", null] }
+                  remove: [secret, "a.b[1]"]
+        """)
+        let (body, _, notes) = apply(transform, #"{"secret":"s","a":{"b":[{"c":1,"d":2},{"c":3}]},"n":1.50}"#)
+        #expect(body == #"{"a":{"b":[{"c":5,"d":2}]},"n":1.50,"new":{"deep":{"key":"text"}},"flag":true,"obj":{"x":[1,"2",null]}}"#)
+        #expect(notes.isEmpty)
+    }
+
+    @Test func jsonImpossiblePathAndNonJSONLeaveBodyUnchanged() throws {
+        let transform = try responseTransform("""
+        rules:
+          - name: j
+            response: { body: { json: { set: { "a[5]": 1, "b": 2 } } } }
+        """)
+        let original = #"{"a":[1,2]}"#
+        let (body, _, notes) = apply(transform, original)
+        #expect(body == original)
+        #expect(notes == ["json.set a[5]: index 5 is past the end of an array of 2; body unchanged (j)"])
+        let (text, _, textNotes) = apply(transform, "<html>")
+        #expect(text == "<html>")
+        #expect(textNotes.first?.hasPrefix("json (j): body is not JSON") == true)
+        let (str, _, strNotes) = apply(transform, #"{"a":"x"}"#)
+        #expect(str == #"{"a":"x"}"#)
+        #expect(strNotes == ["json.set a[5]: cannot index [5] into a string; body unchanged (j)"])
+    }
+
+    @Test func gzipRoundTrip() throws {
+        let transform = try responseTransform("""
+        rules:
+          - name: g
+            response: { body: { replace: [{ text: hello, with: goodbye }] } }
+        """)
+        let compressed = ContentCoding.gzip(Array("hello gzip".utf8))
+        var headers: HeaderFields = [("Content-Encoding", "gzip"), ("Content-Length", String(compressed.count))]
+        let (out, notes) = transform.apply(to: compressed, headers: &headers)
+        #expect(String(decoding: out, as: UTF8.self) == "goodbye gzip")
+        #expect(!headers.contains("Content-Encoding"))
+        #expect(headers["Content-Length"] == "12")
+        #expect(notes.isEmpty)
+        // Chunked bodies lose Content-Length instead.
+        var chunked: HeaderFields = [("Content-Encoding", "gzip"), ("Transfer-Encoding", "chunked")]
+        _ = transform.apply(to: compressed, headers: &chunked)
+        #expect(!chunked.contains("Content-Length"))
+        // Unsupported coding: unchanged with a note.
+        var br: HeaderFields = [("Content-Encoding", "br")]
+        let (same, brNotes) = transform.apply(to: [1, 2, 3], headers: &br)
+        #expect(same == [1, 2, 3])
+        #expect(br["Content-Encoding"] == "br")
+        #expect(brNotes == ["body left unchanged: Content-Encoding 'br' is not supported for transforms"])
+    }
+
+    @Test func fileReplacesBodyThenOtherRulesApply() throws {
+        let transform = try responseTransform("""
+        rules:
+          - name: f
+            response: { body: { file: body.txt } }
+          - name: r
+            response: { body: { replace: [{ regex: "^F", with: "f" }] } }
+        """, files: ["body.txt": "From file"])
+        let (body, _, notes) = apply(transform, "original")
+        #expect(body == "from file")
+        #expect(notes == ["body replaced from body.txt"])
+    }
+
+    @Test func catastrophicRegexIsBounded() throws {
+        let transform = try responseTransform("""
+        rules:
+          - name: evil
+            response: { body: { replace: [{ regex: "(a+)+$", with: "x" }] } }
+        """)
+        let input = String(repeating: "a", count: 40) + "!"
+        let clock = ContinuousClock()
+        var result: (String, HeaderFields, [String]) = ("", [], [])
+        let elapsed = clock.measure { result = apply(transform, input) }
+        #expect(elapsed < .seconds(10))
+        #expect(result.0 == input)
+        #expect(result.2 == ["replace (evil): regex /(a+)+$/ ran out of its time budget; body unchanged"])
+    }
+
+    @Test func requestBodyTransform() throws {
+        let set = try ruleSet("""
+        rules:
+          - name: login
+            match: { method: POST }
+            request: { body: { json: { set: { password: "***" } } } }
+        """)
+        let transform = try #require(set.plan(for: request("POST", "http://x.test/login")).requestBodyTransform)
+        var headers: HeaderFields = [("Content-Length", "20")]
+        let (out, _) = transform.apply(to: Array(#"{"user":"a","password":"p"}"#.utf8), headers: &headers)
+        #expect(String(decoding: out, as: UTF8.self) == #"{"user":"a","password":"***"}"#)
+        #expect(headers["Content-Length"] == String(out.count))
+    }
+
+    @Test func jsonParserRoundTripsAndRefusesDeepNesting() throws {
+        let text = #"{"a":[1,-2.5e3,true,false,null,"\u00e9\"\n"],"b":{}}"#
+        let value = try JSONValue.parse(Array(text.utf8))
+        #expect(value.serialized() == #"{"a":[1,-2.5e3,true,false,null,"é\"\n"],"b":{}}"#)
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(Array((String(repeating: "[", count: 10_000)).utf8)) }
+    }
+}
