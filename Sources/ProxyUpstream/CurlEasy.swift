@@ -7,6 +7,7 @@ final class CurlEasy {
     let handle: UnsafeMutableRawPointer
     /// Header list currently installed; freed on reset.
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var connectToList: UnsafeMutablePointer<curl_slist>?
     /// Strings libcurl was given that must outlive the transfer (curl copies most, not all).
     private var keptStrings: [UnsafeMutablePointer<CChar>] = []
 
@@ -29,6 +30,8 @@ final class CurlEasy {
     private func freeOwned() {
         if let headerList { curl_slist_free_all(headerList) }
         headerList = nil
+        if let connectToList { curl_slist_free_all(connectToList) }
+        connectToList = nil
         for string in keptStrings { free(string) }
         keptStrings.removeAll(keepingCapacity: true)
     }
@@ -76,6 +79,15 @@ final class CurlEasy {
         if let headerList { curl_slist_free_all(headerList) }
         headerList = list
         try curlCheck(hp_setopt_slist(handle, CURLOPT_HTTPHEADER, list), "curl_easy_setopt(HTTPHEADER)")
+    }
+
+    /// CURLOPT_CONNECT_TO: `HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT` entries.
+    func setConnectTo(_ entries: [String]) throws(CurlError) {
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        for entry in entries { list = curl_slist_append(list, entry) }
+        connectToList.map { curl_slist_free_all($0) }
+        connectToList = list
+        try curlCheck(hp_setopt_slist(handle, CURLOPT_CONNECT_TO, list), "curl_easy_setopt(CONNECT_TO)")
     }
 
     func info(_ info: CURLINFO) -> Int? {

@@ -36,15 +36,7 @@ extension UpstreamTransfer {
     /// Applies the policy to the chain the server presented; records the decision as a hook event.
     fileprivate func judgeServerTrust(_ storeContext: OpaquePointer) -> Bool {
         guard let policy = request.trust else { return true }
-        var presented: [X509Certificate] = []
-        if let leaf = X509_STORE_CTX_get0_cert(storeContext) { presented.append(X509Certificate(retaining: leaf)) }
-        if let untrusted = X509_STORE_CTX_get0_untrusted(storeContext) {
-            for index in 0..<hp_sk_X509_num(untrusted) {
-                guard let certificate = hp_sk_X509_value(untrusted, index) else { continue }
-                let wrapped = X509Certificate(retaining: certificate)
-                if !presented.contains(where: { $0.der == wrapped.der }) { presented.append(wrapped) }
-            }
-        }
+        let presented = X509Certificate.presentedChain(storeContext)
         let host = request.head.url.host
         switch TrustEvaluator(policy: policy, host: host).evaluate(presented: presented) {
         case .accepted(let reason):
