@@ -1,1 +1,0 @@
-// TestOrigin and friends
