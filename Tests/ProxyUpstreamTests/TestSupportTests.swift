@@ -25,7 +25,7 @@ struct TestSupportTests {
                                                 "\(origin.baseURL)/headers"])
             #expect(result.exitCode == 0)
             let expected = "GET /headers HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n"
-            #expect(result.stdoutText.hasPrefix("abc" + expected), "\(result.stdoutText)")
+            #expect(result.stdoutText.hasPrefix("abc" + expected), "\(result.stdoutText) \(result.stderr)")
             #expect(result.stdoutText.hasSuffix("X-Second: 2\r\n\r\n"))
             #expect(origin.acceptedConnections == 1)
             let first = try #require(origin.requests.first)
