@@ -226,6 +226,22 @@ struct UpstreamEngineTests {
         }
     }
 
+    @Test func aLongPauseByTheClientIsNotAnIdleTimeout() async throws {
+        let settings = UpstreamSettings(idleTimeoutMs: 1000)
+        try await withEngine(settings) { engine, origin in
+            // The first body callback pauses for 2.5 s (a slow client), longer than the idle timeout.
+            let delegate = TestDelegate(bodyHook: { callback, transfer in
+                guard callback == 1 else { return nil }
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(2500)) { transfer?.resume() }
+                return .pause
+            })
+            engine.start("GET", "\(origin.baseURL)/bytes/200000", settings: settings, delegate: delegate)
+            let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
+            #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
+            #expect(delegate.body == pattern(count: 200_000))
+        }
+    }
+
     @Test func cancelStopsTheTransferWithoutCompletion() async throws {
         try await withEngine { engine, origin in
             let delegate = TestDelegate(bodyHook: { callback, transfer in
