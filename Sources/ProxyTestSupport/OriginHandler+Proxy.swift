@@ -100,8 +100,6 @@ extension OriginHandler {
                     respond(context: context, method: .CONNECT, status: 502,
                             text: "upstream proxy: cannot connect to \(host):\(port): \(error)\n")
                 case .success(let upstream):
-                    writeHead(context: context, status: 200, contentLength: nil)
-                    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
                     do {
                         let pipeline = server.pipeline.syncOperations
                         try upstream.pipeline.syncOperations.addHandler(TunnelGlue(partner: server))
@@ -110,6 +108,9 @@ extension OriginHandler {
                         let handlers: [any RemovableChannelHandler] = Array(httpHandlers.dropLast()) + [self]
                         for handler in handlers { _ = pipeline.removeHandler(handler) }
                         if let decoder = httpHandlers.last { _ = pipeline.removeHandler(decoder) }
+                        // Written raw: NIO's encoder would frame a length-less 200 as chunked.
+                        server.writeAndFlush(ByteBuffer(string: "HTTP/1.1 200 Connection Established\r\n\r\n"),
+                                             promise: nil)
                     } catch {
                         upstream.close(promise: nil)
                         server.close(promise: nil)

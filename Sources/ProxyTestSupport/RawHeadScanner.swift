@@ -46,7 +46,7 @@ struct RawHeadScanner {
                 index = bytes.index(after: index)
                 line.append(byte)
                 guard byte == 10 else { continue }
-                let text = String(decoding: line, as: UTF8.self).trimmedOf([" ", "\r", "\n", "\t"])
+                let text = String(decoding: line, as: UTF8.self).trimmedOf([" ", "\r", "\n", "\r\n", "\t"])
                 line.removeAll()
                 if case .trailers = state {
                     if text.isEmpty { state = .head }

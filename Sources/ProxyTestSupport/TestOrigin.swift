@@ -105,6 +105,21 @@ public final class TestOrigin: Sendable {
         try pipeline.addHandlers([tap, decoder, encoder, pipelining, errors, handler])
     }
 
+    /// Starts an origin, runs `body` with it, and shuts it down whether `body` returns or throws.
+    public static func with<T>(tls: TestTLSIdentity? = nil, clientCA: TestCertificate? = nil,
+                               proxyAuth: Credentials? = nil,
+                               _ body: (TestOrigin) async throws -> T) async throws -> T {
+        let origin = try await start(tls: tls, clientCA: clientCA, proxyAuth: proxyAuth)
+        do {
+            let result = try await body(origin)
+            try await origin.shutdown()
+            return result
+        } catch {
+            try? await origin.shutdown()
+            throw error
+        }
+    }
+
     /// Closes the listener and every connection still open (hanging requests included).
     public func shutdown() async throws {
         try? await serverChannel.close()

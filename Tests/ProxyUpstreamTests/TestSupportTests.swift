@@ -25,7 +25,7 @@ struct TestSupportTests {
                                                 "\(origin.baseURL)/headers"])
             #expect(result.exitCode == 0)
             let expected = "GET /headers HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n"
-            #expect(result.stdoutText.hasPrefix("abc" + expected), "\(result.stdoutText)")
+            #expect(result.stdoutText.hasPrefix("abc" + expected), "\(result.stdoutText) \(result.stderr)")
             #expect(result.stdoutText.hasSuffix("X-Second: 2\r\n\r\n"))
             #expect(origin.acceptedConnections == 1)
             let first = try #require(origin.requests.first)
@@ -170,6 +170,64 @@ struct TestSupportTests {
             #expect(with.stdoutText == "hi")
             #expect(origin.connections.contains { $0.clientCertificatePresented })
             #expect(origin.requests.count == 1)
+        }
+    }
+}
+
+/// TestOrigin in upstream-proxy mode, driven by curl as a proxy client.
+@Suite(.timeLimit(.minutes(2)))
+struct TestOriginProxyModeTests {
+    @Test func forwardsHTTPAndTunnelsConnectWithBasicProxyAuth() async throws {
+        let ca = TestCA.shared
+        let directory = try TemporaryDirectory()
+        let rootFile = try directory.writePEM([ca.root], to: "root.pem")
+        try await TestOrigin.with(proxyAuth: .init(user: "up", password: "stream")) { proxy in
+        try await TestOrigin.with { target in
+        try await TestOrigin.with(tls: ca.identity([ca.leaf, ca.intermediate])) { tlsTarget in
+        let denied = try await CurlCLI.run(["-s", "-D", "-", "-o", "/dev/null", "-x", proxy.baseURL,
+                                            "\(target.baseURL)/echo"])
+        #expect(denied.stdoutText.hasPrefix("HTTP/1.1 407"))
+        #expect(denied.stdoutText.contains("Proxy-Authenticate: Basic realm=\"upstream\"\r\n"))
+        #expect(target.requests.isEmpty)
+
+        let forwarded = try await CurlCLI.run(["-s", "-x", proxy.baseURL, "--proxy-user", "up:stream",
+                                               "--data-binary", "via proxy", "\(target.baseURL)/echo?x=1"])
+        #expect(forwarded.stdoutText == "via proxy")
+        let seen = try #require(target.requests.last)
+        #expect(seen.target == "/echo?x=1")
+        #expect(seen.header("Proxy-Authorization") == nil)
+        #expect(proxy.requests.last?.target == "\(target.baseURL)/echo?x=1")
+
+        let tunnelled = try await CurlCLI.run(["-s", "-x", proxy.baseURL, "--proxy-user", "up:stream",
+                                               "--cacert", rootFile, "https://localhost:\(tlsTarget.port)/status/200"])
+        #expect(tunnelled.exitCode == 0, "\(tunnelled.stderr)")
+        #expect(tunnelled.stdoutText == "status 200\n")
+        #expect(proxy.requests.last?.method == "CONNECT")
+        #expect(tlsTarget.tlsHandshakes == 1)
+        }
+        }
+        }
+    }
+}
+
+/// A 1 GiB body streams from the TestOrigin without being buffered.
+@Suite(.timeLimit(.minutes(3)))
+struct TestOriginStreamingTests {
+    static func residentBytes() -> Int {
+        let statm = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
+        let pages = statm.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    @Test func oneGibibyteStreamsInConstantMemory() async throws {
+        try await TestOrigin.with { origin in
+        let before = Self.residentBytes()
+        let result = try await CurlCLI.run(["-s", "-o", "/dev/null", "-w", "%{size_download}",
+                                            "\(origin.baseURL)/bytes/\(1 << 30)"], timeout: .seconds(120))
+        #expect(result.exitCode == 0)
+        #expect(result.stdoutText == String(1 << 30))
+        let growth = Self.residentBytes() - before
+        #expect(growth < 64 << 20, "resident memory grew by \(growth) bytes")
         }
     }
 }

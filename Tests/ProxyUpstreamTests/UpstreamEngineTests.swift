@@ -226,6 +226,22 @@ struct UpstreamEngineTests {
         }
     }
 
+    @Test func aLongPauseByTheClientIsNotAnIdleTimeout() async throws {
+        let settings = UpstreamSettings(idleTimeoutMs: 1000)
+        try await withEngine(settings) { engine, origin in
+            // The first body callback pauses for 2.5 s (a slow client), longer than the idle timeout.
+            let delegate = TestDelegate(bodyHook: { callback, transfer in
+                guard callback == 1 else { return nil }
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(2500)) { transfer?.resume() }
+                return .pause
+            })
+            engine.start("GET", "\(origin.baseURL)/bytes/200000", settings: settings, delegate: delegate)
+            let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
+            #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
+            #expect(delegate.body == pattern(count: 200_000))
+        }
+    }
+
     @Test func cancelStopsTheTransferWithoutCompletion() async throws {
         try await withEngine { engine, origin in
             let delegate = TestDelegate(bodyHook: { callback, transfer in
@@ -262,6 +278,50 @@ struct UpstreamEngineTests {
             #expect(delegate.head == nil)
             #expect(origin.receivedAnyRequestBytes == false)
             #expect(origin.requests.isEmpty)
+        }
+    }
+}
+
+/// UpstreamEngine through an upstream HTTP proxy (`--upstream-proxy`): a TestOrigin in proxy mode.
+@Suite(.timeLimit(.minutes(1)))
+struct UpstreamProxyEngineTests {
+    @Test func httpRequestsGoThroughTheProxyInAbsoluteForm() async throws {
+        try await TestOrigin.with(proxyAuth: .init(user: "up", password: "pw")) { proxy in
+            try await TestOrigin.with { target in
+                let settings = UpstreamSettings(upstreamProxy: "http://up:pw@127.0.0.1:\(proxy.port)")
+                let engine = UpstreamEngine(settings: settings)
+                defer { engine.shutdown() }
+                let delegate = TestDelegate()
+                engine.start("GET", "\(target.baseURL)/bytes/1000", settings: settings, delegate: delegate)
+                let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
+                #expect(outcome.error == nil)
+                #expect(delegate.body == pattern(count: 1000))
+                // Known engine bug: CURLOPT_REQUEST_TARGET replaces the absolute-form target a proxy needs, so the
+                // proxy gets `GET /bytes/1000` and answers it itself; the target never sees the request.
+                withKnownIssue("UpstreamTransfer.configure sets CURLOPT_REQUEST_TARGET even through a proxy") {
+                    #expect(proxy.requests.last?.target == "\(target.baseURL)/bytes/1000")
+                    #expect(target.requests.count == 1)
+                }
+            }
+        }
+    }
+
+    @Test func httpsRequestsTunnelThroughTheProxy() async throws {
+        let ca = TestCA.shared
+        try await TestOrigin.with(proxyAuth: .init(user: "up", password: "pw")) { proxy in
+            try await TestOrigin.with(tls: ca.identity([ca.leaf, ca.intermediate])) { target in
+                let settings = UpstreamSettings(upstreamProxy: "http://up:pw@127.0.0.1:\(proxy.port)")
+                let engine = UpstreamEngine(settings: settings)
+                defer { engine.shutdown() }
+                let delegate = TestDelegate()
+                engine.start("GET", "https://localhost:\(target.port)/echo", settings: settings, delegate: delegate)
+                let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
+                // The test root is not in the system store: the tunnel is made, then verification fails.
+                #expect(outcome.error?.kind == .tlsFailed, "\(outcome.error?.message ?? "no error")")
+                #expect(proxy.requests.last?.method == "CONNECT")
+                #expect(proxy.requests.last?.target == "localhost:\(target.port)")
+                #expect(target.receivedAnyRequestBytes == false)
+            }
         }
     }
 }
