@@ -56,6 +56,7 @@ let package = Package(
         .target(name: "ProxyTestSupport", dependencies: [
             "ProxyModel", "ProxyServer",
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),

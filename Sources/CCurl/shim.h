@@ -56,6 +56,9 @@ static inline CURLcode hp_getinfo_off(CURL *easy, CURLINFO info, curl_off_t *out
 static inline CURLcode hp_getinfo_str(CURL *easy, CURLINFO info, char **out) {
     return curl_easy_getinfo(easy, info, out);
 }
+static inline CURLcode hp_getinfo_socket(CURL *easy, CURLINFO info, curl_socket_t *out) {
+    return curl_easy_getinfo(easy, info, out);
+}
 static inline CURLcode hp_getinfo_ptr(CURL *easy, CURLINFO info, void **out) {
     return curl_easy_getinfo(easy, info, out);
 }

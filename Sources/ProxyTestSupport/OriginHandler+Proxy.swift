@@ -19,6 +19,9 @@ extension OriginHandler {
             request.head.headers.first(name: "Proxy-Authorization")
                 == "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
         else {
+            // NIO frames any answer to CONNECT as bodiless, so the client cannot tell where a 407 body ends:
+            // close after it, as real proxies do.
+            if method == .CONNECT { closeAfterResponse = true }
             return respond(context: context, method: method, status: 407,
                            headers: [("Proxy-Authenticate", "Basic realm=\"upstream\"")],
                            text: "proxy authentication required\n")

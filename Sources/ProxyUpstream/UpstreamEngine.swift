@@ -92,7 +92,7 @@ public final class UpstreamEngine: @unchecked Sendable {
         let easy = idleHandles.popLast() ?? CurlEasy()
         transfer.easy = easy
         do {
-            try transfer.configure(easy, settings: settings)
+            try transfer.configure(easy, settings: transfer.request.settings)
             try curlCheck(curl_multi_add_handle(multi, easy.handle), "curl_multi_add_handle")
             active[ObjectIdentifier(transfer)] = transfer
             transfer.state = .running(paused: false)

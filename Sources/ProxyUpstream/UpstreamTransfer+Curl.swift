@@ -12,13 +12,19 @@ extension UpstreamTransfer {
         let context = Unmanaged.passUnretained(self).toOpaque()
         try easy.set(CURLOPT_PRIVATE, pointer: context)
         try easy.set(CURLOPT_NOSIGNAL, true)
-        try easy.set(CURLOPT_URL, "\(head.url.scheme)://\(head.url.authority)/")
-        try easy.set(CURLOPT_REQUEST_TARGET, head.url.pathAndQuery)
+        if settings.upstreamProxy != nil && head.url.scheme == "http" {
+            // through a proxy, a plain-http request goes in absolute form: curl builds it from the whole URL
+            try easy.set(CURLOPT_URL, head.url.description)
+        } else {
+            try easy.set(CURLOPT_URL, "\(head.url.scheme)://\(head.url.authority)/")
+            try easy.set(CURLOPT_REQUEST_TARGET, head.url.pathAndQuery)
+        }
         try easy.set(CURLOPT_PATH_AS_IS, true)
         try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
         try easy.set(CURLOPT_HTTP_VERSION, hp_http_version_1_1())
         // Never read proxies from the environment: HTTP_PROXY often points at hookproxy itself.
         try easy.set(CURLOPT_PROXY, settings.upstreamProxy ?? "")
+        if settings.upstreamProxy != nil { try easy.set(CURLOPT_PROXYAUTH, hp_auth_any()) }
         try easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, true)
         try easy.set(CURLOPT_HTTP_CONTENT_DECODING, false)
         // libcurl 7.88 refuses a new receive-buffer size once a recycled handle has its buffer: keep the old one.

@@ -20,6 +20,9 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Require Basic proxy credentials USER:PASS from every client (CONNECT included).")
     var proxyAuth: String?
 
+    @Option(name: .long, help: "Send all upstream traffic (CONNECT tunnels included) through this HTTP proxy; credentials in its userinfo answer its 407.")
+    var upstreamProxy: String?
+
     @Flag(name: .long, help: "Print no exchange lines (warnings and errors still go to stderr).")
     var quiet = false
 
@@ -45,6 +48,9 @@ struct RunCommand: AsyncParsableCommand {
         _ = try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout")
         _ = try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout")
         if maxConnections < 1 { throw ValidationError("--max-connections must be at least 1") }
+        if let upstreamProxy, !(upstreamProxy.hasPrefix("http://") || upstreamProxy.hasPrefix("https://")) {
+            throw ValidationError("--upstream-proxy must be an http:// or https:// URL, e.g. http://user:pass@proxy:3128")
+        }
         if let proxyAuth, ProxyCredentials(proxyAuth) == nil {
             throw ValidationError("--proxy-auth must be USER:PASS")
         }
@@ -60,7 +66,8 @@ struct RunCommand: AsyncParsableCommand {
         limits.maxConnections = maxConnections
         let upstream = UpstreamSettings(
             connectTimeoutMs: try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout"),
-            idleTimeoutMs: try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout"))
+            idleTimeoutMs: try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout"),
+            upstreamProxy: upstreamProxy)
         let recorder: (any FlowRecorder)? = quiet ? nil : ConsoleLog(verbose: verbose)
 
         let configuration = ProxyConfiguration(

@@ -296,12 +296,9 @@ struct UpstreamProxyEngineTests {
                 let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
                 #expect(outcome.error == nil)
                 #expect(delegate.body == pattern(count: 1000))
-                // Known engine bug: CURLOPT_REQUEST_TARGET replaces the absolute-form target a proxy needs, so the
-                // proxy gets `GET /bytes/1000` and answers it itself; the target never sees the request.
-                withKnownIssue("UpstreamTransfer.configure sets CURLOPT_REQUEST_TARGET even through a proxy") {
-                    #expect(proxy.requests.last?.target == "\(target.baseURL)/bytes/1000")
-                    #expect(target.requests.count == 1)
-                }
+                // Through a proxy a plain-http request must go in absolute form, and reach the target.
+                #expect(proxy.requests.last?.target == "\(target.baseURL)/bytes/1000")
+                #expect(target.requests.count == 1)
             }
         }
     }

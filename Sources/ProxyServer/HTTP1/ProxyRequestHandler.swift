@@ -100,7 +100,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func receive(_ nioHead: HTTPRequestHead) {
         let request = RequestContext(head: nioHead, client: context.remoteAddress?.description ?? "?", start: Date())
         if let refusal = checkProxyAuth(nioHead) {
-            state = .answeringLocally(refusal, keepAlive: nioHead.isKeepAlive, events: [], request)
+            // NIO frames any answer to CONNECT as bodiless: close instead, so the client knows where it ends
+            state = .answeringLocally(refusal, keepAlive: nioHead.isKeepAlive && nioHead.method != .CONNECT, events: [], request)
             return
         }
         if nioHead.method == .CONNECT {

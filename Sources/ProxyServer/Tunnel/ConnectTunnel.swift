@@ -3,6 +3,7 @@ import NIOHTTP1
 import NIOPosix
 import ProxyModel
 import ProxyRules
+import ProxyUpstream
 
 /// `CONNECT host:port`: opens a TCP connection to the target, answers 200, and splices the two connections.
 /// A failed connect answers 502 naming the target and the reason. Runs on the client connection's event loop.
@@ -15,21 +16,34 @@ enum ConnectTunnel {
             return
         }
         let started = ContinuousClock.now
-        ClientBootstrap(group: context.eventLoop)
-            .connectTimeout(.milliseconds(Int64(proxy.configuration.upstream.connectTimeoutMs)))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelOption(.autoRead, value: false)
-            .connect(host: host, port: port)
+        connect(host: host, port: port, proxy: proxy, eventLoop: context.eventLoop)
             .whenComplete { result in
                 switch result {
                 case .success(let upstream):
                     splice(client: context, upstream: upstream, handler: handler, target: target)
                 case .failure(let error):
-                    let message = "hookproxy: cannot connect to \(target): \(error)"
-                    proxy.logger.warning("CONNECT \(target): \(error) after \(ContinuousClock.now - started)")
+                    let message = (error as? ProxyError)?.message ?? "hookproxy: cannot connect to \(target): \(error)"
+                    proxy.logger.warning("CONNECT \(target): \(message) after \(ContinuousClock.now - started)")
                     answer(.text(502, message + "\n"), handler: handler, close: true)
                 }
             }
+    }
+
+    /// A TCP connection to the target: direct, or through `--upstream-proxy` (set up by libcurl off the loop).
+    private static func connect(host: String, port: Int, proxy: ProxyContext, eventLoop: any EventLoop) -> EventLoopFuture<any Channel> {
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(.milliseconds(Int64(proxy.configuration.upstream.connectTimeoutMs)))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.autoRead, value: false)
+        guard proxy.configuration.upstream.upstreamProxy != nil else {
+            return bootstrap.connect(host: host, port: port)
+        }
+        let settings = proxy.configuration.upstream
+        return proxy.transformPool.runIfActive(eventLoop: eventLoop) {
+            try TunnelConnector.open(host: host, port: port, settings: settings)
+        }.flatMap { socket in
+            bootstrap.withConnectedSocket(socket)
+        }
     }
 
     private static func splice(client: ChannelHandlerContext, upstream: any Channel, handler: ProxyRequestHandler, target: String) {
