@@ -65,7 +65,7 @@ struct RuleParser {
             }
         }
 
-        let targetKeys = ["map_remote", "respond", "redirect_client"].filter { map.has($0) }
+        let targetKeys = map.entries.map(\.key).filter { ["map_remote", "respond", "redirect_client"].contains($0) }
         if targetKeys.count > 1 {
             ctx.error(map.keyNode(targetKeys[1]),
                       "'\(targetKeys[0])' and '\(targetKeys[1])' exclude each other in one rule (split it into two rules)")
