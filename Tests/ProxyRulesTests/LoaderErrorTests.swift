@@ -149,6 +149,13 @@ import Testing
         #expect(dir.warnings() == ["r.yaml:3:67: warning: a literal password in a rule file; prefer 'password_env: VARIABLE' so the secret stays out of the file"])
     }
 
+    @Test func headerInjectionRefused() {
+        #expect(errorsOf("rules:\n  - name: a\n    redirect_client: {location: \"/x\\r\\nSet-Cookie: a=b\"}\n") ==
+                ["r.yaml:3:33: 'redirect_client.location' holds a line break or control character"])
+        #expect(errorsOf("rules:\n  - name: a\n    request: {set_headers: {X-A: \"1\\r\\nX-B: 2\"}}\n") ==
+                ["r.yaml:3:34: the value of header 'X-A' holds a line break or control character"])
+    }
+
     @Test func missingName() {
         #expect(errorsOf("rules:\n  - match: {host: x}\n") ==
                 ["r.yaml:2:5: rule has no 'name' (every rule needs a unique name)"])

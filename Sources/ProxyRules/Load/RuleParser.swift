@@ -294,6 +294,10 @@ struct RuleParser {
         guard let location = template(locationNode, "redirect_client.location", groups: groups), let status else {
             return nil
         }
+        guard HeaderValidation.isValue(location.source) else {
+            ctx.error(locationNode, "'redirect_client.location' holds a line break or control character")
+            return nil
+        }
         return RedirectClient(status: status, location: location)
     }
 
