@@ -9,6 +9,9 @@ public final class RuleStore: Sendable {
     let environment: [String: String]
     private let snapshot: Locked<RuleSet>
     private let watcher = Locked<RuleWatcher?>(nil)
+    /// The state of the watched files as the last load attempt saw them (taken before reading), so a change made
+    /// between a load and the start of watching is not missed.
+    let lastSeen: Locked<Fingerprint>
 
     /// Loads the rules once.
     /// - Throws: `RuleLoadFailure` with every error; the proxy should print them and exit 1.
@@ -16,7 +19,10 @@ public final class RuleStore: Sendable {
         throws(RuleLoadFailure) {
         self.paths = paths
         self.environment = environment
-        self.snapshot = Locked(try RuleLoader.load(paths: paths, environment: environment))
+        let before = Fingerprint.of(paths)
+        let set = try RuleLoader.load(paths: paths, environment: environment)
+        self.snapshot = Locked(set)
+        self.lastSeen = Locked(before.merging(Fingerprint.of(set.dependencies)))
     }
 
     /// The snapshot in force now. A flow should read it once and keep it.
@@ -26,11 +32,14 @@ public final class RuleStore: Sendable {
     /// one stays in force and the failure (every error) is returned.
     @discardableResult
     public func reload() -> Result<RuleSet, RuleLoadFailure> {
+        let before = Fingerprint.of(paths)
         do throws(RuleLoadFailure) {
             let set = try RuleLoader.load(paths: paths, environment: environment, missingFilesAreErrors: false)
             snapshot.value = set
+            lastSeen.value = before.merging(Fingerprint.of(set.dependencies))
             return .success(set)
         } catch {
+            lastSeen.value = before.merging(Fingerprint.of(current.dependencies))
             return .failure(error)
         }
     }

@@ -40,7 +40,7 @@ import Testing
         let dir = TempRules()
         defer { dir.remove() }
         dir.write("r.yaml", "rules:\n  - name: c\n    on_challenge: {action: use_credential, username: a, password_env: NOPE_UNSET}\n")
-        #expect(dir.warnings() == ["r.yaml:3:74: warning: environment variable 'NOPE_UNSET' (password_env) is not set; the credential has no password"])
+        #expect(dir.warnings() == ["r.yaml:3:71: warning: environment variable 'NOPE_UNSET' (password_env) is not set; the credential has no password"])
         let certs = TempRules()
         defer { certs.remove() }
         certs.write("me.pem", "cert")
@@ -81,6 +81,6 @@ import Testing
     @Test func aKeyIsNeverPinned() {
         let errors = errorsOf("rules:\n  - name: k\n    trust: {pinning: certificate, certificates: [k.pem]}\n",
                               files: ["k.pem": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"])
-        #expect(errors == ["r.yaml:3:51: certificate file 'k.pem': holds no CERTIFICATE block (private keys are never pinned)"])
+        #expect(errors == ["r.yaml:3:50: certificate file 'k.pem': holds no CERTIFICATE block (private keys are never pinned)"])
     }
 }

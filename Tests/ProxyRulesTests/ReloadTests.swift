@@ -77,6 +77,19 @@ func waitUntil(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
         #expect(await waitUntil { body() == "v2" })
     }
 
+    @Test func explicitFileDeletedOnReloadRemovesItsRules() throws {
+        let dir = TempRules()
+        defer { dir.remove() }
+        let a = dir.write("a.yaml", "rules:\n  - name: a\n")
+        let b = dir.write("b.yaml", "rules:\n  - name: b\n")
+        let store = try RuleStore(paths: [a, b], environment: [:])
+        #expect(store.current.ruleNames == ["a", "b"])
+        dir.delete("a.yaml")
+        let result = store.reload()
+        #expect((try? result.get())?.ruleNames == ["b"])
+        #expect(store.current.ruleNames == ["b"])
+    }
+
     @Test func startFailsWithAllErrors() {
         let dir = TempRules()
         defer { dir.remove() }

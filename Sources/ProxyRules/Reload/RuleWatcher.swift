@@ -33,7 +33,7 @@ final class RuleWatcher: @unchecked Sendable {
 
     private func run() {
         let notifier = INotify()
-        var last = Fingerprint.of(store.watchedPaths)
+        var last = store.lastSeen.value
         notifier?.watch(directoriesFor: store.watchedPaths)
         while !isStopped {
             if let notifier { notifier.wait(milliseconds: Self.pollInterval) } else { Self.sleep(ms: Self.pollInterval) }
@@ -46,7 +46,7 @@ final class RuleWatcher: @unchecked Sendable {
             guard settled == now else { continue }  // still changing: look again next round
             if isStopped { break }
             let result = store.reload()
-            last = Fingerprint.of(store.watchedPaths)  // dependencies may have changed with the new rules
+            last = store.lastSeen.value  // as this load saw the files (dependencies may have changed)
             notifier?.watch(directoriesFor: store.watchedPaths)
             if !isStopped { onReload(result) }
         }
@@ -75,6 +75,10 @@ struct Fingerprint: Equatable {
             }
         }
         return print
+    }
+
+    func merging(_ other: Fingerprint) -> Fingerprint {
+        Fingerprint(entries: entries.merging(other.entries) { first, _ in first })
     }
 
     private static func statKey(_ path: String) -> [Int] {
