@@ -21,7 +21,7 @@ enum Timestamp {
     }
 
     private static func parts(_ date: Date, utc: Bool) -> (tm, Int) {
-        let totalMillis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let totalMillis = Int64((date.timeIntervalSince1970 * 1000).rounded())
         var seconds = time_t(totalMillis / 1000)
         var millis = Int(totalMillis % 1000)
         if millis < 0 { millis += 1000; seconds -= 1 }
