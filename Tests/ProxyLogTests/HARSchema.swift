@@ -159,7 +159,8 @@ enum HARSchema {
     out = []
     for raw in parser.har_data["entries"]:
         entry = HarEntry(raw)
-        body = entry.response.text
+        # content.text is optional in HAR 1.2; haralyzer's accessor assumes it is there
+        body = entry.response.text if "text" in raw["response"]["content"] else None
         if body is not None and entry.response.textEncoding == "base64":
             body_bytes = list(base64.b64decode(body))
         elif body is not None:

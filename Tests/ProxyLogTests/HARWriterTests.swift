@@ -153,9 +153,9 @@ import Testing
         let path = TestFiles.directory().appendingPathComponent("held.har").path
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        holder.arguments = [path, "sleep", "30"]
+        holder.arguments = ["-o", path, "sleep", "4"] // -o: only flock(1) itself holds the lock, for 4 s
         try holder.run()
-        defer { holder.terminate(); holder.waitUntilExit() }
+        defer { holder.waitUntilExit() }
         var error: LogFileError?
         for _ in 0..<100 { // until flock(1) holds it
             do { try HARWriter(path: path, creatorVersion: "1").close(); Thread.sleep(forTimeInterval: 0.02) }

@@ -64,8 +64,14 @@ import Testing
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         #expect(object["url"] as? String == "http://api.example.com/v1/users?token=<redacted>&page=2")
         #expect(object["upstream_url"] as? String == "http://127.0.0.1:9000/v1/users?token=<redacted>&page=2")
-        #expect(har.contains(#"{"name":"token","value":"<redacted>"}"#))
-        #expect(har.contains(#"{"name":"page","value":"2"}"#))
+        let entries = try JSONSerialization.jsonObject(with: Data(har.utf8)) as? [String: Any]
+        let first = try #require(((entries?["log"] as? [String: Any])?["entries"] as? [[String: Any]])?.first)
+        let request = try #require(first["request"] as? [String: Any])
+        #expect(request["url"] as? String == "http://api.example.com/v1/users?token=<redacted>&page=2")
+        #expect(request["queryString"] as? [[String: String]]
+                == [["name": "token", "value": "<redacted>"], ["name": "page", "value": "2"]])
+        #expect((first["_hookproxy"] as? [String: Any])?["upstream_url"] as? String
+                == "http://127.0.0.1:9000/v1/users?token=<redacted>&page=2")
     }
 
     @Test func urlRules() {
