@@ -1,28 +1,120 @@
 import Foundation
 import ProxyModel
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
-/// Writes one line per exchange to stdout: time, status, method, URL, size, duration, rules, hook events.
+/// Writes one line per exchange to stdout:
+/// `12:34:56.789 200 GET http://example.com/a 1.2 KiB 35 ms [local-api, no-cookies] redirect followed 2 hops`.
+///
+/// `record` is called on an event-loop thread and only queues; lines are formatted (redacted) and written by one
+/// background thread, each exchange in a single `write(2)`, so lines never interleave. The status is coloured per
+/// class only when stdout is a terminal. `verbose` adds the request (`  > `) and response (`  < `) header lines,
+/// redacted like every output. `--quiet` means: do not create a ConsoleLog.
 public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
-    private let lock = NSLock()
-    private let verbose: Bool
+    private let queue: AsyncRecorder
 
-    public init(verbose: Bool = false) {
-        self.verbose = verbose
+    /// - Parameters:
+    ///   - verbose: `--verbose`: header lines under each exchange line.
+    ///   - redactor: `--log-secrets`, `--redact-query`.
+    ///   - color: nil (default) colours when stdout is a terminal.
+    ///   - fileDescriptor: where lines go (stdout by default).
+    public init(verbose: Bool = false, redactor: Redactor = Redactor(), color: Bool? = nil,
+                fileDescriptor: Int32 = STDOUT_FILENO) {
+        let sink = ConsoleSink(fd: fileDescriptor, verbose: verbose, color: color ?? (isatty(fileDescriptor) == 1))
+        queue = AsyncRecorder(name: "console", sink: sink, redactor: redactor)
     }
 
-    public func record(_ flow: FlowRecord) {
-        let line = ConsoleLog.line(for: flow)
-        lock.lock()
-        FileHandle.standardOutput.write((line + "\n").data(using: .utf8)!)
-        lock.unlock()
-    }
+    public func record(_ flow: FlowRecord) { queue.record(flow) }
+    /// Blocks until every exchange recorded before the call is written.
+    public func flush() { queue.flush() }
+    public func close() { queue.close() }
+    /// Records dropped because the queue was full.
+    public var droppedCount: Int { queue.dropped }
 
-    public static func line(for flow: FlowRecord) -> String {
-        let status = flow.response.map { String($0.status) } ?? "---"
-        var parts = [status, flow.request.method, flow.url, "\(flow.responseBodySize)B", String(format: "%.0fms", flow.durationMs)]
+    /// The exchange line for `flow` as given (apply `Redactor.redact` first: `record` does).
+    /// `utc` formats the time in UTC instead of local time (for tests).
+    public static func line(for flow: FlowRecord, color: Bool = false, utc: Bool = false) -> String {
+        var parts = [Timestamp.clock(flow.start, utc: utc)]
+        let status = flow.response.map { String($0.status) } ?? "ERR"
+        parts.append(color ? colored(status, status: flow.response?.status) : status)
+        parts.append(flow.request.method)
+        parts.append(flow.url)
+        parts.append(humanSize(flow.responseBodySize))
+        parts.append(humanDuration(flow.durationMs))
+        if flow.hop > 0 { parts.append("hop \(flow.hop)") }
         if !flow.rules.isEmpty { parts.append("[" + flow.rules.joined(separator: ", ") + "]") }
         parts.append(contentsOf: flow.events.map(\.logText))
         if let error = flow.error { parts.append("error: \(error)") }
         return parts.joined(separator: " ")
     }
+
+    /// The `--verbose` lines under the exchange line: request headers (`  > `) then response headers (`  < `).
+    public static func headerLines(for flow: FlowRecord) -> [String] {
+        var lines = flow.request.headers.map { "  > \($0.name): \($0.value)" }
+        if let response = flow.response {
+            lines.append(contentsOf: response.headers.map { "  < \($0.name): \($0.value)" })
+        }
+        return lines
+    }
+
+    /// `512 B`, `1.2 KiB`, `3.4 MiB`, `1.0 GiB`.
+    public static func humanSize(_ bytes: Int) -> String {
+        if bytes < 1024 { return "\(bytes) B" }
+        var value = Double(bytes) / 1024
+        for unit in ["KiB", "MiB", "GiB"] {
+            if value < 1024 || unit == "GiB" { return String(format: "%.1f %@", value, unit) }
+            value /= 1024
+        }
+        return "\(bytes) B"
+    }
+
+    /// `35 ms` below a second, else `1.24 s`.
+    public static func humanDuration(_ ms: Double) -> String {
+        ms < 1000 ? String(format: "%.0f ms", ms) : String(format: "%.2f s", ms / 1000)
+    }
+
+    static func colored(_ text: String, status: Int?) -> String {
+        let code: String
+        switch status {
+        case .some(200..<300): code = "32" // green
+        case .some(300..<400): code = "36" // cyan
+        case .some(400..<500): code = "33" // yellow
+        case .some(100..<200): code = "37"
+        default: code = "31" // 5xx and failures: red
+        }
+        return "\u{1B}[\(code)m\(text)\u{1B}[0m"
+    }
+}
+
+/// Formats and writes console lines; runs on the ConsoleLog's writer thread only.
+final class ConsoleSink: LogSink {
+    let fd: Int32
+    let verbose: Bool
+    let color: Bool
+
+    init(fd: Int32, verbose: Bool, color: Bool) {
+        self.fd = fd
+        self.verbose = verbose
+        self.color = color
+    }
+
+    func write(_ flow: FlowRecord) {
+        var text = ConsoleLog.line(for: flow, color: color) + "\n"
+        if verbose {
+            for line in ConsoleLog.headerLines(for: flow) { text += line + "\n" }
+        }
+        let bytes = Array(text.utf8)
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, bytes.count - done) }
+            if n < 0 { if errno == EINTR { continue }; return }
+            done += n
+        }
+    }
+
+    func sync() {}
+    func close() {}
 }

@@ -1,0 +1,140 @@
+import Foundation
+import ProxyModel
+
+/// The synchronous end of a log writer: formats and writes records. Called only on its `AsyncRecorder`'s thread.
+protocol LogSink: AnyObject {
+    /// Writes one record (already redacted). Reports its own I/O errors; never throws.
+    func write(_ flow: FlowRecord)
+    /// Makes what was written durable (fsync); called at most every `syncInterval` while records arrive.
+    func sync()
+    /// Flushes and closes; the last call.
+    func close()
+}
+
+/// Takes records from any thread without blocking and hands them to one sink on one background thread.
+///
+/// `record` only appends to a bounded queue under a lock (never waits for I/O). When the queue holds `capacity`
+/// records the new one is dropped and counted; stderr gets `hookproxy: log writer behind (NAME), dropped N entries`
+/// on the first drop and every `warnEvery` drops after it. The thread applies the `Redactor`, writes, and syncs at most
+/// every `syncInterval` (and when the queue runs dry after a write). `close()` drains everything queued, then closes
+/// the sink; it blocks until then and is idempotent.
+final class AsyncRecorder: @unchecked Sendable {
+    let name: String
+    private let condition = NSCondition()
+    // guarded by `condition`:
+    private var pending: [FlowRecord] = []
+    private var closing = false
+    private var finished = false
+    private var enqueued = 0
+    private var written = 0
+    private(set) var dropped = 0
+
+    private let capacity: Int
+    private let warnEvery: Int
+    private let warn: @Sendable (String) -> Void
+
+    init(name: String, sink: LogSink, redactor: Redactor, capacity: Int = 10_000, warnEvery: Int = 1_000,
+         syncInterval: TimeInterval = 0.2, warn: @escaping @Sendable (String) -> Void = AsyncRecorder.stderr) {
+        self.name = name
+        self.capacity = max(1, capacity)
+        self.warnEvery = max(1, warnEvery)
+        self.warn = warn
+        let box = SinkBox(sink)
+        let thread = Thread { [self] in self.run(box.sink, redactor: redactor, syncInterval: syncInterval) }
+        thread.name = "hookproxy-log-\(name)"
+        thread.start()
+    }
+
+    /// Queues a record; returns at once. Thread-safe.
+    func record(_ flow: FlowRecord) {
+        condition.lock()
+        if closing {
+            condition.unlock()
+            return
+        }
+        if pending.count >= capacity {
+            dropped += 1
+            let count = dropped
+            condition.unlock()
+            if count == 1 || count % warnEvery == 0 {
+                warn("hookproxy: log writer behind (\(name)), dropped \(count) entries")
+            }
+            return
+        }
+        pending.append(flow)
+        enqueued += 1
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Blocks until every record queued before the call is written (not necessarily synced to disk).
+    func flush() {
+        condition.lock()
+        let target = enqueued
+        while written < target && !finished { condition.wait() }
+        condition.unlock()
+    }
+
+    /// Drains the queue, closes the sink and stops the thread. Blocks until done; later calls return at once.
+    func close() {
+        condition.lock()
+        closing = true
+        condition.broadcast()
+        while !finished { condition.wait() }
+        let count = dropped
+        condition.unlock()
+        if count > 0, count % warnEvery != 0, count != 1 {
+            warn("hookproxy: log writer behind (\(name)), dropped \(count) entries in all")
+        }
+    }
+
+    private func run(_ sink: LogSink, redactor: Redactor, syncInterval: TimeInterval) {
+        var lastSync = Date()
+        var unsynced = false
+        while true {
+            condition.lock()
+            while pending.isEmpty && !closing {
+                if unsynced {
+                    // sync once the interval has passed, even if nothing else arrives
+                    let deadline = lastSync.addingTimeInterval(syncInterval)
+                    if !condition.wait(until: deadline) { break }
+                } else {
+                    condition.wait()
+                }
+            }
+            let batch = pending
+            pending = []
+            let done = batch.isEmpty && closing
+            condition.unlock()
+
+            for flow in batch { sink.write(redactor.redact(flow)) }
+            if !batch.isEmpty { unsynced = true }
+            if unsynced, Date().timeIntervalSince(lastSync) >= syncInterval || done {
+                sink.sync()
+                lastSync = Date()
+                unsynced = false
+            }
+
+            condition.lock()
+            written += batch.count
+            condition.broadcast()
+            condition.unlock()
+            if done { break }
+        }
+        sink.close()
+        condition.lock()
+        finished = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    static let stderr: @Sendable (String) -> Void = { message in
+        FileHandle.standardError.write(Data((message + "\n").utf8))
+    }
+}
+
+/// Moves the sink into the writer thread; only that thread touches it afterwards.
+private final class SinkBox: @unchecked Sendable {
+    let sink: LogSink
+    init(_ sink: LogSink) { self.sink = sink }
+}

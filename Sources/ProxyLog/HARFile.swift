@@ -1,0 +1,125 @@
+import Foundation
+import ProxyModel
+
+/// A HAR 1.2 file that is complete, valid JSON after every entry. Runs on its writer's thread only.
+///
+/// Layout (one entry per line, so the file can be resumed and repaired without parsing it all):
+/// ```
+/// {"log":{"version":"1.2","creator":{"name":"hookproxy","version":"…"},"entries":[
+/// {…entry 1…}
+/// ,{…entry 2…}
+/// ]}}
+/// ```
+/// Appending one entry is a single `pwrite` of `,{entry}\n]}}\n` over the old trailer: between entries the file is
+/// valid JSON, and a process killed between two writes leaves it valid. (A SIGKILL *during* that one system call
+/// can leave a partial last line; reopening the file repairs it by dropping that line.)
+///
+/// Opening an existing file: empty → a new HAR; a HAR written by hookproxy → entries are appended to it (a torn last
+/// line is dropped first, with a warning); anything else → `LogFileError` (`isForeignFile`), the file untouched.
+final class HARFile: LogSink {
+    static let headerStart = Array(#"{"log":{"version":"1.2","creator":{"name":"hookproxy","#.utf8)
+    static let trailer = Array("]}}\n".utf8)
+
+    let file: LogFile
+    private(set) var trailerOffset: Int
+    private(set) var entryCount = 0
+    private var hasEntries: Bool
+    private var needsTruncate = false
+    private var reportedError = false
+    private let encoder = JSONEncoder.logLine()
+    private let warn: @Sendable (String) -> Void
+
+    init(file: LogFile, creatorVersion: String, warn: @escaping @Sendable (String) -> Void = AsyncRecorder.stderr)
+        throws(LogFileError) {
+        self.file = file
+        self.warn = warn
+        let existing = try file.readAll()
+        if existing.isEmpty {
+            let creator = String(decoding: try! JSONEncoder.logLine().encode(creatorVersion), as: UTF8.self)
+            let header = HARFile.headerStart + Array(#""version":\#(creator)},"entries":["#.utf8) + [UInt8(ascii: "\n")]
+            try file.write(header + HARFile.trailer, at: 0)
+            trailerOffset = header.count
+            hasEntries = false
+            file.sync()
+            return
+        }
+        guard existing.starts(with: HARFile.headerStart), let headerEnd = existing.firstIndex(of: UInt8(ascii: "\n"))
+        else { throw .notHookproxyHAR(file.path) }
+        let valid = existing.count >= headerEnd + 1 + HARFile.trailer.count
+            && existing.suffix(HARFile.trailer.count).elementsEqual(HARFile.trailer)
+            && (existing.count == headerEnd + 1 + HARFile.trailer.count
+                || existing[existing.count - HARFile.trailer.count - 1] == UInt8(ascii: "\n"))
+        if valid {
+            trailerOffset = existing.count - HARFile.trailer.count
+            hasEntries = trailerOffset > headerEnd + 1
+            return
+        }
+        // Torn: keep every complete entry line, drop the rest, write the trailer again.
+        let cut = HARFile.endOfLastCompleteEntry(existing, headerEnd: headerEnd)
+        trailerOffset = cut
+        hasEntries = cut > headerEnd + 1
+        try file.write(HARFile.trailer, at: cut)
+        try file.truncate(to: cut + HARFile.trailer.count)
+        file.sync()
+        warn("hookproxy: \(file.path) ended inside an entry (was hookproxy killed?); dropped \(existing.count - cut) bytes of it and appending after the last complete entry")
+    }
+
+    /// The offset just after the last line that is a whole entry (`{…}` or `,{…}` that parses as a JSON object).
+    static func endOfLastCompleteEntry(_ bytes: [UInt8], headerEnd: Int) -> Int {
+        var lineEnds: [Int] = []
+        var index = headerEnd + 1
+        while let newline = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) {
+            lineEnds.append(newline)
+            index = newline + 1
+        }
+        var start = headerEnd + 1
+        var lastGood = headerEnd + 1
+        for end in lineEnds {
+            var line = bytes[start..<end]
+            if line.first == UInt8(ascii: ",") { line = line.dropFirst() }
+            guard line.first == UInt8(ascii: "{"),
+                  (try? JSONSerialization.jsonObject(with: Data(line))) is [String: Any] else { break }
+            lastGood = end + 1
+            start = end + 1
+        }
+        return lastGood
+    }
+
+    func write(_ flow: FlowRecord) {
+        do {
+            let json = try encoder.encode(HAREntry(flow))
+            try append(Array(json))
+        } catch {
+            if !reportedError {
+                reportedError = true
+                warn("hookproxy: writing \(file.path) failed: \(error); later entries are retried")
+            }
+        }
+    }
+
+    /// Writes one encoded entry and the trailer after it in one system call.
+    func append(_ entry: [UInt8]) throws(LogFileError) {
+        var line = hasEntries ? [UInt8(ascii: ",")] : []
+        line += entry
+        line.append(UInt8(ascii: "\n"))
+        do {
+            try file.write(line + HARFile.trailer, at: trailerOffset)
+            if needsTruncate {
+                try file.truncate(to: trailerOffset + line.count + HARFile.trailer.count)
+                needsTruncate = false
+            }
+        } catch {
+            // Leave the file valid up to the last entry if the disk lets us.
+            needsTruncate = true
+            try? file.write(HARFile.trailer, at: trailerOffset)
+            try? file.truncate(to: trailerOffset + HARFile.trailer.count)
+            throw error
+        }
+        trailerOffset += line.count
+        hasEntries = true
+        entryCount += 1
+    }
+
+    func sync() { file.sync() }
+    func close() { file.close() }
+}

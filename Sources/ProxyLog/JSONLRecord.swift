@@ -1,0 +1,122 @@
+import Foundation
+import ProxyModel
+
+/// One line of `--jsonl`: exactly these keys, every one present (null when unknown), in this order.
+struct JSONLRecord: Encodable {
+    struct Header: Encodable { var name: String; var value: String }
+    struct Truncated: Encodable { var request: Bool; var response: Bool }
+    struct Event: Encodable { var hook: String; var action: String; var detail: String }
+    struct PhaseTimings: Encodable {
+        var dns, connect, tls, firstByte, total: Double?
+        enum CodingKeys: String, CodingKey { case dns, connect, tls, firstByte = "first_byte", total }
+        func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(dns, forKey: .dns)
+            try c.encode(connect, forKey: .connect)
+            try c.encode(tls, forKey: .tls)
+            try c.encode(firstByte, forKey: .firstByte)
+            try c.encode(total, forKey: .total)
+        }
+    }
+
+    var id: Int
+    var start: String
+    var client: String
+    var method: String
+    var url: String
+    var upstreamURL: String?
+    var httpVersion: String
+    var status: Int?
+    var requestHeaders: [Header]
+    var responseHeaders: [Header]
+    var requestBodySize: Int
+    var responseBodySize: Int
+    var requestBody: String?
+    var requestBodyEncoding: String?
+    var responseBody: String?
+    var responseBodyEncoding: String?
+    var truncated: Truncated
+    var timings: PhaseTimings
+    var rules: [String]
+    var events: [Event]
+    var error: String?
+    var hop: Int
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case id, start, client, method, url
+        case upstreamURL = "upstream_url", httpVersion = "http_version", status
+        case requestHeaders = "request_headers", responseHeaders = "response_headers"
+        case requestBodySize = "request_body_size", responseBodySize = "response_body_size"
+        case requestBody = "request_body", requestBodyEncoding = "request_body_encoding"
+        case responseBody = "response_body", responseBodyEncoding = "response_body_encoding"
+        case truncated, timings, rules, events, error, hop
+    }
+
+    /// Builds the line from an already redacted record.
+    init(_ flow: FlowRecord) {
+        id = flow.id
+        start = Timestamp.iso8601(flow.start)
+        client = flow.client
+        method = flow.request.method
+        url = flow.url
+        upstreamURL = flow.upstreamURL
+        httpVersion = (flow.response?.version ?? flow.request.version).description
+        status = flow.response?.status
+        requestHeaders = flow.request.headers.map { Header(name: $0.name, value: $0.value) }
+        responseHeaders = (flow.response?.headers ?? []).map { Header(name: $0.name, value: $0.value) }
+        requestBodySize = flow.requestBodySize
+        responseBodySize = flow.responseBodySize
+        let request = flow.requestBodyText, response = flow.responseBodyText
+        requestBody = request?.text
+        requestBodyEncoding = request?.encoding.rawValue
+        responseBody = response?.text
+        responseBodyEncoding = response?.encoding.rawValue
+        truncated = Truncated(request: flow.requestBody?.truncated ?? false,
+                              response: flow.responseBody?.truncated ?? false)
+        let t = flow.timings
+        timings = PhaseTimings(dns: t.dns.map(ms), connect: t.connect.map(ms), tls: t.tls.map(ms),
+                               firstByte: t.firstByte.map(ms), total: t.total.map(ms))
+        rules = flow.rules
+        events = flow.events.map { Event(hook: $0.hook.rawValue, action: $0.action, detail: $0.detail) }
+        error = flow.error
+        hop = flow.hop
+    }
+
+    func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(start, forKey: .start)
+        try c.encode(client, forKey: .client)
+        try c.encode(method, forKey: .method)
+        try c.encode(url, forKey: .url)
+        try c.encode(upstreamURL, forKey: .upstreamURL)
+        try c.encode(httpVersion, forKey: .httpVersion)
+        try c.encode(status, forKey: .status)
+        try c.encode(requestHeaders, forKey: .requestHeaders)
+        try c.encode(responseHeaders, forKey: .responseHeaders)
+        try c.encode(requestBodySize, forKey: .requestBodySize)
+        try c.encode(responseBodySize, forKey: .responseBodySize)
+        try c.encode(requestBody, forKey: .requestBody)
+        try c.encode(requestBodyEncoding, forKey: .requestBodyEncoding)
+        try c.encode(responseBody, forKey: .responseBody)
+        try c.encode(responseBodyEncoding, forKey: .responseBodyEncoding)
+        try c.encode(truncated, forKey: .truncated)
+        try c.encode(timings, forKey: .timings)
+        try c.encode(rules, forKey: .rules)
+        try c.encode(events, forKey: .events)
+        try c.encode(error, forKey: .error)
+        try c.encode(hop, forKey: .hop)
+    }
+}
+
+/// Milliseconds rounded to microseconds, so the files do not carry binary-float noise.
+func ms(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
+extension JSONEncoder {
+    /// The encoder of the log files: compact, one line, `/` unescaped.
+    static func logLine() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import ProxyModel
+
+/// `--jsonl FILE`: one JSON object per exchange (per hop), one line each, appended to FILE.
+///
+/// The initializer opens FILE (created 0600 when missing, appended to when it exists) under an exclusive lock and
+/// throws `LogFileError` when that fails. `record` only queues (never blocks the caller); one background thread
+/// redacts, encodes and writes each line with a single `write(2)` (so a reader sees whole lines), and fsyncs at most
+/// every 200 ms. `close()` drains the queue, syncs and releases the lock.
+public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
+    public let path: String
+    private let queue: AsyncRecorder
+
+    /// - Parameters:
+    ///   - path: `--jsonl FILE`.
+    ///   - redactor: `--log-secrets`, `--redact-query`.
+    ///   - queueCapacity: records waiting to be written before new ones are dropped (with a warning on stderr).
+    public init(path: String, redactor: Redactor = Redactor(), queueCapacity: Int = 10_000) throws(LogFileError) {
+        self.path = path
+        let file = try LogFile(path: path, append: true)
+        queue = AsyncRecorder(name: "jsonl \(path)", sink: JSONLSink(file: file), redactor: redactor,
+                              capacity: queueCapacity)
+    }
+
+    public func record(_ flow: FlowRecord) { queue.record(flow) }
+    /// Blocks until every exchange recorded before the call is in the file.
+    public func flush() { queue.flush() }
+    public func close() { queue.close() }
+    /// Records dropped because the queue was full.
+    public var droppedCount: Int { queue.dropped }
+
+    /// The line (without newline) written for an already redacted record.
+    public static func line(for flow: FlowRecord) -> String {
+        let data = (try? JSONEncoder.logLine().encode(JSONLRecord(flow))) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// Writes JSONL lines; runs on the writer's thread only.
+final class JSONLSink: LogSink {
+    let file: LogFile
+    private let encoder = JSONEncoder.logLine()
+    private var reportedError = false
+
+    init(file: LogFile) { self.file = file }
+
+    func write(_ flow: FlowRecord) {
+        do {
+            var bytes = Array(try encoder.encode(JSONLRecord(flow)))
+            bytes.append(UInt8(ascii: "\n"))
+            try file.write(bytes)
+        } catch {
+            if !reportedError {
+                reportedError = true
+                AsyncRecorder.stderr("\(error)")
+            }
+        }
+    }
+
+    func sync() { file.sync() }
+    func close() { file.close() }
+}

@@ -1,0 +1,113 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An open log file held under an exclusive `flock`, so that two hookproxy processes never write the same file.
+/// Owned by one writer thread after opening; not thread-safe.
+final class LogFile {
+    let path: String
+    let fd: Int32
+    private var closed = false
+
+    /// Opens (creating with mode 0600: traffic logs hold bodies and headers) `path` for reading and writing, and takes
+    /// the lock without waiting. `append` opens with `O_APPEND`.
+    init(path: String, append: Bool) throws(LogFileError) {
+        self.path = path
+        var flags = O_RDWR | O_CREAT | O_CLOEXEC
+        if append { flags |= O_APPEND }
+        let fd = open(path, flags, 0o600)
+        guard fd >= 0 else { throw LogFile.openError(path, errno: errno) }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let code = errno
+            let pid = LogFile.lockHolder(fd: fd)
+            Glibc.close(fd)
+            if code == EWOULDBLOCK { throw .locked(path, pid: pid) }
+            throw .io(path, "cannot lock", errno: code)
+        }
+        self.fd = fd
+    }
+
+    deinit { close() }
+
+    var size: Int {
+        var info = stat()
+        return fstat(fd, &info) == 0 ? Int(info.st_size) : 0
+    }
+
+    /// Reads the whole file.
+    func readAll() throws(LogFileError) -> [UInt8] {
+        let count = size
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(done)) }
+            if n < 0 { if errno == EINTR { continue }; throw .io(path, "cannot read", errno: errno) }
+            if n == 0 { break }
+            done += n
+        }
+        return Array(bytes.prefix(done))
+    }
+
+    /// Writes all of `bytes` at `offset` (nil: at the end with O_APPEND / the current position) in as few system calls
+    /// as the kernel allows.
+    func write(_ bytes: [UInt8], at offset: Int? = nil) throws(LogFileError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { buffer -> Int in
+                let base = buffer.baseAddress! + done
+                if let offset { return pwrite(fd, base, bytes.count - done, off_t(offset + done)) }
+                return Glibc.write(fd, base, bytes.count - done)
+            }
+            if n < 0 { if errno == EINTR { continue }; throw .io(path, "cannot write", errno: errno) }
+            done += n
+        }
+    }
+
+    func truncate(to length: Int) throws(LogFileError) {
+        if ftruncate(fd, off_t(length)) != 0 { throw .io(path, "cannot truncate", errno: errno) }
+    }
+
+    func sync() { _ = fdatasync(fd) }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        _ = fdatasync(fd)
+        Glibc.close(fd) // closing releases the flock
+    }
+
+    static func openError(_ path: String, errno code: Int32) -> LogFileError {
+        switch code {
+        case ENOENT, ENOTDIR:
+            let directory = (path as NSString).deletingLastPathComponent
+            return .directoryMissing(path, directory: directory.isEmpty ? "." : directory)
+        case EACCES, EPERM, EROFS: return .permissionDenied(path)
+        case EISDIR: return .isDirectory(path)
+        default: return .io(path, "cannot open", errno: code)
+        }
+    }
+
+    /// The pid holding a flock on the file, from /proc/locks (Linux); nil when it cannot be told.
+    static func lockHolder(fd: Int32) -> Int32? {
+        var info = stat()
+        guard fstat(fd, &info) == 0, let locks = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else {
+            return nil
+        }
+        let device = UInt64(info.st_dev)
+        // glibc's encoding of dev_t (gnu_dev_major / gnu_dev_minor are macros Swift does not import)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
+        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
+        let key = String(format: "%02llx:%02llx:%llu", major, minor, UInt64(info.st_ino))
+        for line in locks.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            // "1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF"
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[5] == key, let pid = Int32(fields[4]),
+                  pid != getpid() else { continue }
+            return pid
+        }
+        return nil
+    }
+}

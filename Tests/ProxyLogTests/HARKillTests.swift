@@ -1,0 +1,58 @@
+import Foundation
+import ProxyModel
+import Testing
+@testable import ProxyLog
+
+/// A HAR writer process killed with SIGKILL while it writes leaves a valid HAR: the child is this test binary
+/// running `childWritesUntilKilled`, which records exchanges through `HARWriter` as fast as it can.
+@Suite(.serialized) struct HARKillTests {
+    static let childVariable = "HOOKPROXY_TEST_HAR_CHILD"
+
+    /// Only runs in the child process the kill test starts.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment[childVariable] != nil))
+    func childWritesUntilKilled() throws {
+        let path = try #require(ProcessInfo.processInfo.environment[Self.childVariable])
+        let writer = try HARWriter(path: path, creatorVersion: "kill-test")
+        var id = 0
+        while true {
+            for var flow in Samples.all {
+                id += 1
+                flow.id = id
+                writer.record(flow)
+            }
+            writer.flush()
+        }
+    }
+
+    @Test func fileIsValidAfterSIGKILLMidStream() throws {
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let path = TestFiles.directory().appendingPathComponent("killed.har").path
+        var previous = 0
+        for round in 0..<4 {
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: executable)
+            child.arguments = ["--testing-library", "swift-testing", "--filter", "childWritesUntilKilled"]
+            var environment = ProcessInfo.processInfo.environment
+            environment[Self.childVariable] = path
+            child.environment = environment
+            child.standardOutput = FileHandle.nullDevice
+            child.standardError = FileHandle.nullDevice
+            try child.run()
+            // let it write a while (a different amount each round), then kill it without warning
+            let deadline = Date().addingTimeInterval(20)
+            let target = previous + 200 + round * 150
+            while Date() < deadline, ((try? Data(contentsOf: URL(fileURLWithPath: path)))?.count ?? 0) < target * 900 {
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            kill(child.processIdentifier, SIGKILL)
+            child.waitUntilExit()
+            #expect(child.terminationReason == .uncaughtSignal)
+
+            // the bytes on disk, as the killed process left them
+            let entries = try TestFiles.entries(path)
+            #expect(entries.count > previous, "round \(round): \(entries.count) entries")
+            #expect(entries.allSatisfy { ($0["_hookproxy"] as? [String: Any])?["id"] is Int })
+            previous = entries.count
+        }
+    }
+}
