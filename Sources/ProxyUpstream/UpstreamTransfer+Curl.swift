@@ -12,8 +12,15 @@ extension UpstreamTransfer {
         let context = Unmanaged.passUnretained(self).toOpaque()
         try easy.set(CURLOPT_PRIVATE, pointer: context)
         try easy.set(CURLOPT_NOSIGNAL, true)
-        try easy.set(CURLOPT_URL, "\(head.url.scheme)://\(head.url.authority)/")
-        try easy.set(CURLOPT_REQUEST_TARGET, head.url.pathAndQuery)
+        let origin = "\(head.url.scheme)://\(head.url.authority)"
+        // curl's Digest answer hashes the URL's path and query, not CURLOPT_REQUEST_TARGET: when curl may answer a
+        // challenge it gets the whole URL, so the `uri` it signs is the target actually sent.
+        let answersChallenges = request.challenge?.action == .useCredential
+        try easy.set(CURLOPT_URL, answersChallenges ? origin + head.url.pathAndQuery : origin + "/")
+        // Through an HTTP upstream proxy a plain-HTTP request goes in absolute form (https is tunnelled by CONNECT):
+        // CURLOPT_REQUEST_TARGET replaces the whole request target, so it must carry the absolute URL there.
+        let viaProxy = !(settings.upstreamProxy ?? "").isEmpty && head.url.scheme == "http"
+        try easy.set(CURLOPT_REQUEST_TARGET, viaProxy ? origin + head.url.pathAndQuery : head.url.pathAndQuery)
         try easy.set(CURLOPT_PATH_AS_IS, true)
         try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
         try easy.set(CURLOPT_HTTP_VERSION, hp_http_version_1_1())
