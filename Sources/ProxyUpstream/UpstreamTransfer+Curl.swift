@@ -12,8 +12,12 @@ extension UpstreamTransfer {
         let context = Unmanaged.passUnretained(self).toOpaque()
         try easy.set(CURLOPT_PRIVATE, pointer: context)
         try easy.set(CURLOPT_NOSIGNAL, true)
-        if settings.upstreamProxy != nil && head.url.scheme == "http" {
-            // through a proxy, a plain-http request goes in absolute form: curl builds it from the whole URL
+        // The whole URL when curl must know the real path: through an HTTP upstream proxy a plain-HTTP request goes
+        // in absolute form, and curl's Digest answer signs the URL's path. Otherwise the target is passed verbatim
+        // (CURLOPT_REQUEST_TARGET), so curl's URL parser never rewrites what the client sent.
+        let viaProxy = !(settings.upstreamProxy ?? "").isEmpty && head.url.scheme == "http"
+        let answersChallenges = request.challenge?.action == .useCredential
+        if viaProxy || answersChallenges {
             try easy.set(CURLOPT_URL, head.url.description)
         } else {
             try easy.set(CURLOPT_URL, "\(head.url.scheme)://\(head.url.authority)/")

@@ -214,9 +214,21 @@ final class Exchange: @unchecked Sendable {
         }
     }
 
-    /// The client went away: stop the upstream transfer at once.
+    /// Set (to self) when the client left after receiving the whole Content-Length body but before curl reported
+    /// the end: the exchange stays alive until the outcome arrives, so the log keeps its timings and hook events
+    /// (`trust accepted`, `challenge answered`), which travel with the outcome. Cleared by the final record.
+    private var awaitingOutcome: Exchange?
+
+    /// The client went away: stop the upstream transfer at once (unless it already had the whole response and only
+    /// curl's end report is missing).
     func clientClosed() {
         guard !responseComplete else { return }
+        if responseBodyDelivered, requestComplete, case .streaming = responseMode, transfer != nil {
+            handler = nil
+            awaitingOutcome = self
+            drainResponse()
+            return
+        }
         transfer?.cancel()
         if !responseBodyDelivered { failure = failure ?? "client closed the connection" }
         responseComplete = true
@@ -235,10 +247,10 @@ final class Exchange: @unchecked Sendable {
 
     /// Handles what curl produced while the client keeps up; resumes curl once the backlog is small.
     func drainResponse() {
-        guard let handler, let bridge else { return }
+        guard let bridge, handler != nil || awaitingOutcome != nil else { return }
         var wrote = false
         while true {
-            let (event, resumeCurl) = bridge.nextEvent(clientWritable: handler.isWritable)
+            let (event, resumeCurl) = bridge.nextEvent(clientWritable: handler?.isWritable ?? true)
             if resumeCurl { transfer?.resume() }
             guard let event else { break }
             wrote = true
@@ -466,6 +478,7 @@ final class Exchange: @unchecked Sendable {
         if final {
             recorded = true
             proxy.connections.exchangeEnded()
+            awaitingOutcome = nil
         }
         let flow = FlowRecord(
             id: proxy.makeFlowID(), start: hop == 0 ? request.start : hopStart, client: request.client,
