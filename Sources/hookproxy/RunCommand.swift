@@ -35,6 +35,24 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Most client connections at once; more get 503.")
     var maxConnections: Int = 1024
 
+    @Option(name: .long, help: "Write every exchange to FILE as HAR 1.2 (valid JSON after every entry).")
+    var har: String?
+
+    @Option(name: .long, help: "Write every exchange to FILE as one JSON object per line.")
+    var jsonl: String?
+
+    @Flag(name: .long, help: "Log Authorization, Cookie and Set-Cookie values instead of <redacted>.")
+    var logSecrets = false
+
+    @Option(name: .long, help: "Redact this query parameter in logged URLs (repeatable).")
+    var redactQuery: [String] = []
+
+    @Option(name: .long, help: "How much of each body the HAR/JSONL logs keep (bytes or 1MiB).")
+    var captureLimit: String = "1MiB"
+
+    @Option(name: .long, help: "Most bytes buffered for body transforms, redirect and challenge replays (16MiB).")
+    var bodyLimit: String = "16MiB"
+
     @Option(name: .long, help: "Upstream connect timeout (seconds or 500ms).")
     var connectTimeout: String = "10s"
 
@@ -45,6 +63,8 @@ struct RunCommand: AsyncParsableCommand {
         if quiet && verbose { throw ValidationError("--quiet and --verbose exclude each other") }
         _ = try CommandLineValues.listenAddress(listen)
         _ = try CommandLineValues.bytes(maxHeaderBytes, flag: "--max-header-bytes")
+        _ = try CommandLineValues.bytes(captureLimit, flag: "--capture-limit")
+        _ = try CommandLineValues.bytes(bodyLimit, flag: "--body-limit")
         _ = try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout")
         _ = try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout")
         if maxConnections < 1 { throw ValidationError("--max-connections must be at least 1") }
@@ -64,15 +84,26 @@ struct RunCommand: AsyncParsableCommand {
         var limits = ProxyLimits()
         limits.maxHeaderBytes = try CommandLineValues.bytes(maxHeaderBytes, flag: "--max-header-bytes")
         limits.maxConnections = maxConnections
+        limits.captureLimit = try CommandLineValues.bytes(captureLimit, flag: "--capture-limit")
+        limits.bodyLimit = try CommandLineValues.bytes(bodyLimit, flag: "--body-limit")
         let upstream = UpstreamSettings(
             connectTimeoutMs: try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout"),
             idleTimeoutMs: try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout"),
             upstreamProxy: upstreamProxy)
-        let recorder: (any FlowRecorder)? = quiet ? nil : ConsoleLog(verbose: verbose)
+        let redactor = Redactor(logSecrets: logSecrets, redactQuery: redactQuery)
+        var recorders: [any FlowRecorder] = quiet ? [] : [ConsoleLog(verbose: verbose, redactor: redactor)]
+        do {
+            if let jsonl { recorders.append(try JSONLWriter(path: jsonl, redactor: redactor)) }
+            if let har { recorders.append(try HARWriter(path: har, creatorVersion: HookproxyVersion.current, redactor: redactor)) }
+        } catch {
+            StandardStreams.error("\(error)")
+            throw ExitCode(1)
+        }
 
         let configuration = ProxyConfiguration(
             host: host, port: port, limits: limits, upstream: upstream,
-            proxyAuth: proxyAuth.flatMap(ProxyCredentials.init), rules: ruleStore, recorder: recorder,
+            proxyAuth: proxyAuth.flatMap(ProxyCredentials.init), rules: ruleStore,
+            recorder: recorders.isEmpty ? nil : MultiRecorder(recorders), captureBodies: har != nil || jsonl != nil,
             logger: logger)
         let server: ProxyServer
         do {

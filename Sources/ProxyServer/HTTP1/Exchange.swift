@@ -123,7 +123,8 @@ final class Exchange: @unchecked Sendable {
 
     /// Starts the current hop's upstream transfer with a fresh bridge.
     private func startTransfer(body: UpstreamRequest.Body, delayMs: Int = 0, prefill: [ByteBuffer]? = nil) {
-        let retain = hopPlan.onChallenge?.action == .useCredential
+        // a second round of the same request may come: an answered challenge, or the upstream proxy's 407
+        let retain = hopPlan.onChallenge?.action == .useCredential || proxy.configuration.upstream.upstreamProxy != nil
         let bridge = TransferBridge(
             eventLoop: eventLoop, retainRequest: retain, retainLimit: proxy.limits.bodyLimit,
             onEvents: { [weak self] in self?.drainResponse() },
@@ -473,6 +474,23 @@ final class Exchange: @unchecked Sendable {
 
     // MARK: log
 
+    /// Credentials hookproxy itself adds: never logged, even with --log-secrets.
+    private var secretValues: [String] {
+        var secrets: [String] = []
+        if let challenge = hopPlan.onChallenge, let password = challenge.password, !password.isEmpty {
+            secrets.append(password)
+            if let user = challenge.username {
+                secrets.append("Basic " + Data("\(user):\(password)".utf8).base64EncodedString())
+            }
+        }
+        if let proxyURL = proxy.configuration.upstream.upstreamProxy, let at = proxyURL.lastIndex(of: "@"),
+           let schemeEnd = proxyURL.range(of: "://"), schemeEnd.upperBound < at {
+            let userinfo = String(proxyURL[schemeEnd.upperBound..<at])
+            if let colon = userinfo.firstIndex(of: ":") { secrets.append(String(userinfo[userinfo.index(after: colon)...])) }
+        }
+        return secrets
+    }
+
     private func record(response: ResponseHead?, outcome: UpstreamOutcome?, final: Bool) {
         guard !recorded else { return }
         if final {
@@ -488,7 +506,7 @@ final class Exchange: @unchecked Sendable {
             responseBody: final ? responseCapture : nil, timings: outcome?.timings ?? Timings(),
             durationMs: Date().timeIntervalSince(hop == 0 ? request.start : hopStart) * 1000,
             rules: hopPlan.firedRules, events: hopEvents + (outcome?.events ?? []), error: final ? failure : nil, hop: hop,
-            serverIP: outcome?.serverIP, connectionID: outcome?.connectionID)
+            serverIP: outcome?.serverIP, connectionID: outcome?.connectionID, secretValues: secretValues)
         proxy.record(flow)
     }
 }

@@ -59,7 +59,8 @@ enum ConnectTunnel {
                 try handler.removeHTTPHandlers()
                 try client.pipeline.syncOperations.addHandler(local)
                 try upstream.pipeline.syncOperations.addHandler(remote)
-                upstream.read()
+                // reads were held until the glue was in place; from now on the glue paces them
+                upstream.setOption(.autoRead, value: true).whenComplete { _ in }
                 client.channel.read()
             } catch {
                 handler.proxy.logger.error("CONNECT \(target): cannot splice: \(error)")
