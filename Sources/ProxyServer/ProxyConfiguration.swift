@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import ProxyLog
 import ProxyModel
@@ -50,6 +51,14 @@ public struct ProxyConfiguration: Sendable {
     public var recorder: (any FlowRecorder)?
     /// Whether bodies are captured for the recorder (only the file logs need them).
     public var captureBodies: Bool
+    /// `--intercept GLOB`: CONNECT hosts whose TLS hookproxy terminates (rules with `intercept` decide first).
+    public var interceptHosts: [HostGlob] = []
+    /// `--ca-dir`: where the interception CA lives (created on first need).
+    public var caDirectory: String = ProxyConfiguration.defaultCADirectory
+
+    public static var defaultCADirectory: String {
+        ((ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) as NSString).appendingPathComponent(".hookproxy")
+    }
     public var logger: Logger
 
     public init(host: String = "127.0.0.1", port: Int = 8080, limits: ProxyLimits = ProxyLimits(),

@@ -16,6 +16,12 @@ final class ProxyContext: Sendable {
     /// Runs whole-body transforms, so a slow regex never stalls an event loop.
     let transformPool: NIOThreadPool
     private let nextFlowID = Atomic<Int>(1)
+    /// The interception CA (created on first need) and the per-host TLS contexts it signs.
+    let certificateAuthority: LazyCertificateAuthority
+    let interception: InterceptionContexts
+    /// Hosts whose clients refused hookproxy's certificate, and hosts told that trust cannot apply to a tunnel.
+    let interceptionRefusals = NIOLockedValueBox<[String]>([])
+    let blindTunnelTrustWarnings = NIOLockedValueBox<Set<String>>([])
     /// The real listening address, known once bound.
     let listeningAddress: NIOLockedValueBox<(host: String, port: Int)?> = .init(nil)
 
@@ -25,6 +31,8 @@ final class ProxyContext: Sendable {
         self.connections = ConnectionTracker(limit: configuration.limits.maxConnections)
         self.transformPool = NIOThreadPool(numberOfThreads: 2)
         transformPool.start()
+        self.certificateAuthority = LazyCertificateAuthority(directory: configuration.caDirectory)
+        self.interception = InterceptionContexts(ca: certificateAuthority, pool: transformPool)
     }
 
     var logger: Logger { configuration.logger }
@@ -36,6 +44,24 @@ final class ProxyContext: Sendable {
 
     /// The rule snapshot for a new flow.
     var currentRules: RuleSet { configuration.rules?.current ?? .empty }
+
+    /// Whether a CONNECT to host:port is intercepted: a matching rule's `intercept` decides first, then `--intercept`.
+    func intercepts(host: String, port: Int) -> Bool {
+        if let decision = currentRules.intercept(host: host, port: port) { return decision }
+        return configuration.interceptHosts.contains { $0.matches(host) }
+    }
+
+    /// Logs the first refusal per host; the list is summarised at shutdown.
+    func clientRefusedInterception(host: String) {
+        let first = interceptionRefusals.withLockedValue { hosts -> Bool in
+            guard !hosts.contains(host) else { return false }
+            hosts.append(host)
+            return true
+        }
+        if first {
+            logger.warning("client rejected hookproxy's certificate for \(host) — it may pin its server certificate, or not trust the CA (hookproxy ca path)")
+        }
+    }
 
     func record(_ flow: FlowRecord) {
         configuration.recorder?.record(flow)

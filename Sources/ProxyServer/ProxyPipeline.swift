@@ -17,7 +17,8 @@ enum ProxyPipeline {
         try addHTTPHandlers(to: channel.pipeline.syncOperations, context: context)
     }
 
-    static func addHTTPHandlers(to pipeline: ChannelPipeline.SynchronousOperations, context: ProxyContext) throws {
+    static func addHTTPHandlers(to pipeline: ChannelPipeline.SynchronousOperations, context: ProxyContext,
+                                impliedScheme: String = "http", impliedAuthority: String? = nil) throws {
         var limits = NIOHTTPDecoderLimitConfiguration()
         limits.maxHeaderListSize = context.limits.maxHeaderBytes
         limits.maxHeaderFieldSize = context.limits.maxHeaderBytes
@@ -29,6 +30,7 @@ enum ProxyPipeline {
             withDecoderLimitConfiguration: limits
         )
         try pipeline.addHandler(ProtocolErrorHandler(context: context))
-        try pipeline.addHandler(ProxyRequestHandler(context: context))
+        try pipeline.addHandler(ProxyRequestHandler(context: context, impliedScheme: impliedScheme,
+                                                    impliedAuthority: impliedAuthority))
     }
 }

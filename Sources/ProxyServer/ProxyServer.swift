@@ -19,6 +19,13 @@ public final class ProxyServer: Sendable {
 
     public static func start(_ configuration: ProxyConfiguration) async throws -> ProxyServer {
         let context = ProxyContext(configuration: configuration)
+        do {
+            try context.certificateAuthority.loadIfPresent()
+        } catch {
+            context.engine.shutdown()
+            try? await context.transformPool.shutdownGracefully()
+            throw ProxyStartError(error.description)
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 512)
@@ -52,6 +59,12 @@ public final class ProxyServer: Sendable {
         self.port = port
     }
 
+    /// Leaves signed so far for interception (a repeated host costs none).
+    public var interceptionSignings: Int { context.interception.signings }
+
+    /// The interception CA, created now if it does not exist yet.
+    public func certificateAuthority() throws(CAError) -> CertificateAuthority { try context.certificateAuthority.get() }
+
     /// `http://HOST:PORT`, as printed on the listening line.
     public var url: String {
         let shownHost = host.contains(":") ? "[\(host)]" : host
@@ -71,6 +84,10 @@ public final class ProxyServer: Sendable {
         context.engine.shutdown()
         try? await context.transformPool.shutdownGracefully()
         context.configuration.recorder?.close()
+        let refused = context.interceptionRefusals.withLockedValue { $0 }
+        if !refused.isEmpty {
+            context.logger.warning("clients refused hookproxy's certificate (interception) for: \(refused.joined(separator: ", "))")
+        }
         try? await group.shutdownGracefully()
     }
 }

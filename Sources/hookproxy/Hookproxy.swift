@@ -7,7 +7,7 @@ struct Hookproxy: AsyncParsableCommand {
         commandName: "hookproxy",
         abstract: "A local HTTP/HTTPS debugging proxy whose rules reach redirects, auth challenges and server trust.",
         version: "hookproxy 0.1.0",
-        subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self],
+        subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self, CACommand.self],
         defaultSubcommand: RunCommand.self
     )
 }

@@ -20,6 +20,12 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Require Basic proxy credentials USER:PASS from every client (CONNECT included).")
     var proxyAuth: String?
 
+    @Option(name: .long, help: "Intercept TLS of CONNECT tunnels to hosts matching this glob (repeatable).")
+    var intercept: [String] = []
+
+    @Option(name: .long, help: "Directory of the interception CA (default ~/.hookproxy).")
+    var caDir: String?
+
     @Option(name: .long, help: "Send all upstream traffic (CONNECT tunnels included) through this HTTP proxy; credentials in its userinfo answer its 407.")
     var upstreamProxy: String?
 
@@ -67,6 +73,9 @@ struct RunCommand: AsyncParsableCommand {
         _ = try CommandLineValues.bytes(bodyLimit, flag: "--body-limit")
         _ = try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout")
         _ = try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout")
+        for glob in intercept where HostGlob(glob) == nil {
+            throw ValidationError("--intercept takes a host glob such as '*.example.com', got '\(glob)'")
+        }
         if maxConnections < 1 { throw ValidationError("--max-connections must be at least 1") }
         if let upstreamProxy, !(upstreamProxy.hasPrefix("http://") || upstreamProxy.hasPrefix("https://")) {
             throw ValidationError("--upstream-proxy must be an http:// or https:// URL, e.g. http://user:pass@proxy:3128")
@@ -100,11 +109,13 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
 
-        let configuration = ProxyConfiguration(
+        var configuration = ProxyConfiguration(
             host: host, port: port, limits: limits, upstream: upstream,
             proxyAuth: proxyAuth.flatMap(ProxyCredentials.init), rules: ruleStore,
             recorder: recorders.isEmpty ? nil : MultiRecorder(recorders), captureBodies: har != nil || jsonl != nil,
             logger: logger)
+        configuration.interceptHosts = intercept.compactMap(HostGlob.init)
+        if let caDir { configuration.caDirectory = caDir }
         let server: ProxyServer
         do {
             server = try await ProxyServer.start(configuration)

@@ -1,16 +1,28 @@
+import Foundation
 import ProxyModel
 import ProxyRules
 
 /// What a request to hookproxy's own address gets: a small page, never a forward (which would loop).
 enum OnboardingPage {
-    static func response(for path: String) -> LocalResponse {
+    static func response(for path: String, ca: LazyCertificateAuthority) -> LocalResponse {
+        if path == "/ca.pem" {
+            do {
+                let authority = try ca.get()
+                return .text(200, authority.certificatePEM, headers: [("Content-Disposition", "attachment; filename=\"hookproxy-ca.pem\"")],
+                             contentType: "application/x-pem-file")
+            } catch {
+                return .text(500, error.description + "\n")
+            }
+        }
         let html = """
             <!doctype html>
             <html><head><meta charset="utf-8"><title>hookproxy</title></head>
             <body>
             <h1>hookproxy \(HookproxyVersion.current)</h1>
             <p>This is the proxy itself. Point your client's HTTP proxy setting here.</p>
-            <p>To inspect HTTPS, trust the CA certificate: <a href="/ca.pem">/ca.pem</a>.</p>
+            <p>To inspect HTTPS, trust the CA certificate: <a href="/ca.pem">/ca.pem</a>
+            (for example <code>curl --cacert hookproxy-ca.pem</code>, <code>REQUESTS_CA_BUNDLE</code> for Python,
+            <code>NODE_EXTRA_CA_CERTS</code> for Node, or <code>update-ca-certificates</code> on Debian).</p>
             </body></html>
 
             """

@@ -21,6 +21,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case answeringLocally(LocalResponse, keepAlive: Bool, events: [HookEvent], RequestContext)
         /// The request goes upstream (body still arriving, or response under way).
         case exchanging(Exchange)
+        /// A CONNECT head arrived; the tunnel starts at its end.
+        case connectRequested(HTTPRequestHead)
         /// A CONNECT is being set up or the connection became a tunnel: HTTP handling is over.
         case tunnelling
         /// The connection closes once the last response is out; whatever the client still sends is dropped.
@@ -56,7 +58,13 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             exchange.finishRequestBody()
         case (.end, .answeringLocally(let response, let keepAlive, let events, let request)):
             writeLocal(response, keepAlive: keepAlive, events: events, request: request)
-        case (.body, .answeringLocally), (_, .tunnelling), (_, .closing):
+        case (.end, .connectRequested(let head)):
+            state = .tunnelling
+            // Not from inside the decoder's callback: the tunnel replaces the HTTP handlers, the decoder included.
+            context.eventLoop.execute { [self] in
+                ConnectTunnel.open(target: head.uri, handler: self, context: self.context)
+            }
+        case (.body, .answeringLocally), (.body, .connectRequested), (_, .tunnelling), (_, .closing):
             break
         case (.head, _), (.body, .idle), (.end, .idle):
             illegalTransition("request part in state \(state)")
@@ -105,8 +113,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         if nioHead.method == .CONNECT {
-            state = .tunnelling
-            ConnectTunnel.open(target: nioHead.uri, handler: self, context: context)
+            state = .connectRequested(nioHead)
             return
         }
         switch RequestClassifier.classify(nioHead, impliedScheme: impliedScheme, impliedAuthority: impliedAuthority,
@@ -114,7 +121,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .invalid(let message):
             state = .answeringLocally(.text(400, "hookproxy: bad request: \(message)\n"), keepAlive: false, events: [], request)
         case .ownAddress(let path):
-            state = .answeringLocally(OnboardingPage.response(for: path), keepAlive: nioHead.isKeepAlive, events: [], request)
+            state = .answeringLocally(OnboardingPage.response(for: path, ca: proxy.certificateAuthority), keepAlive: nioHead.isKeepAlive, events: [], request)
         case .forward(let clientHead):
             startExchange(clientHead, nioHead: nioHead, request: request)
         }
@@ -122,7 +129,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func startExchange(_ clientHead: RequestHead, nioHead: HTTPRequestHead, request: RequestContext) {
         let rules = proxy.currentRules
-        let plan = rules.plan(for: clientHead)
+        var plan = rules.plan(for: clientHead)
+        if impliedAuthority != nil { plan.events.insert(HookEvent(hook: .intercept, action: "intercepted"), at: 0) }
         if let local = plan.localResponse {
             state = .answeringLocally(local, keepAlive: nioHead.isKeepAlive, events: plan.events,
                                       request.with(clientHead: clientHead, plan: plan))

@@ -15,6 +15,11 @@ enum ConnectTunnel {
                    handler: handler, close: true)
             return
         }
+        if proxy.intercepts(host: host, port: port) {
+            Interception.start(host: host, target: target, handler: handler, context: context)
+            return
+        }
+        warnIfTrustCannotApply(host: host, port: port, proxy: proxy)
         let started = ContinuousClock.now
         connect(host: host, port: port, proxy: proxy, eventLoop: context.eventLoop)
             .whenComplete { result in
@@ -70,7 +75,18 @@ enum ConnectTunnel {
         }
     }
 
-    private static func answer(_ response: LocalResponse, handler: ProxyRequestHandler, close: Bool) {
+    /// A `trust` rule for a host reached through a blind tunnel cannot apply (hookproxy is not the TLS client):
+    /// said once per host.
+    private static func warnIfTrustCannotApply(host: String, port: Int, proxy: ProxyContext) {
+        let probe = RequestHead(method: "GET", url: ProxyURL(scheme: "https", host: host, port: port))
+        guard let trust = proxy.currentRules.plan(for: probe).trust else { return }
+        let first = proxy.blindTunnelTrustWarnings.withLockedValue { $0.insert(host.lowercased()).inserted }
+        if first {
+            proxy.logger.warning("trust rule '\(trust.rule)' cannot apply to \(host):\(port): the client's CONNECT is a blind tunnel (hookproxy is not the TLS client); intercept the host (--intercept or intercept: true) to apply it")
+        }
+    }
+
+    static func answer(_ response: LocalResponse, handler: ProxyRequestHandler, close: Bool) {
         var head = response.head
         if close { head.headers.set("Connection", "close") }
         handler.send(.head(head.nioHead(version: .http1_1)))

@@ -1,0 +1,171 @@
+import Crypto
+import Foundation
+import NIOSSL
+import X509
+
+/// hookproxy's local CA: created on first need in the CA directory (`hookproxy-ca.pem`, and `hookproxy-ca.key`
+/// written 0600 and never logged), loaded as it is afterwards. It signs the short-lived leaf certificates that
+/// interception presents to clients. Immutable after loading; thread-safe.
+public final class CertificateAuthority: Sendable {
+    public static let certificateFile = "hookproxy-ca.pem"
+    public static let keyFile = "hookproxy-ca.key"
+
+    public let directory: String
+    public let certificate: Certificate
+    public let certificatePEM: String
+    private let key: P256.Signing.PrivateKey
+    /// One key for every leaf this process mints: signing is then the only per-host cost.
+    private let leafKey = P256.Signing.PrivateKey()
+
+    public var certificatePath: String { (directory as NSString).appendingPathComponent(Self.certificateFile) }
+    public var keyPath: String { (directory as NSString).appendingPathComponent(Self.keyFile) }
+
+    /// SHA-256 of the certificate's DER as colon-separated upper-case hex.
+    public var fingerprint: String {
+        let der = (try? certificate.serializeAsPEM().derBytes) ?? []
+        return SHA256.hash(data: der).map { String(format: "%02X", $0) }.joined(separator: ":")
+    }
+
+    /// Loads the CA from `directory`, creating it (and the directory) when neither file exists.
+    /// A directory that cannot be read or a broken file is an error, never a silent new CA.
+    public static func loadOrCreate(directory: String) throws(CAError) -> CertificateAuthority {
+        let fileManager = FileManager.default
+        let certificatePath = (directory as NSString).appendingPathComponent(certificateFile)
+        let keyPath = (directory as NSString).appendingPathComponent(keyFile)
+        let hasCertificate = fileManager.fileExists(atPath: certificatePath)
+        let hasKey = fileManager.fileExists(atPath: keyPath)
+        if !hasCertificate && !hasKey {
+            return try create(directory: directory)
+        }
+        guard hasCertificate && hasKey else {
+            throw CAError("hookproxy: the CA in \(directory) is incomplete (\(hasCertificate ? keyFile : certificateFile) is missing); restore it, or remove \(hasCertificate ? certificateFile : keyFile) to create a new CA")
+        }
+        let certificatePEM: String
+        let keyPEM: String
+        do {
+            certificatePEM = try String(contentsOfFile: certificatePath, encoding: .utf8)
+            keyPEM = try String(contentsOfFile: keyPath, encoding: .utf8)
+        } catch {
+            throw CAError("hookproxy: cannot read the CA in \(directory): \(error.localizedDescription)")
+        }
+        let certificate: Certificate
+        let key: P256.Signing.PrivateKey
+        do {
+            certificate = try Certificate(pemEncoded: certificatePEM)
+        } catch {
+            throw CAError("hookproxy: \(certificatePath) is not a PEM certificate (\(error)); restore it, or remove both CA files to create a new CA")
+        }
+        do {
+            key = try P256.Signing.PrivateKey(pemRepresentation: keyPEM)
+        } catch {
+            throw CAError("hookproxy: \(keyPath) is not a P-256 private key in PEM; restore it, or remove both CA files to create a new CA")
+        }
+        guard certificate.publicKey == Certificate.PublicKey(key.publicKey) else {
+            throw CAError("hookproxy: \(keyPath) does not belong to \(certificatePath); restore the pair, or remove both to create a new CA")
+        }
+        return CertificateAuthority(directory: directory, certificate: certificate, certificatePEM: certificatePEM, key: key)
+    }
+
+    private static func create(directory: String) throws(CAError) -> CertificateAuthority {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            let key = P256.Signing.PrivateKey()
+            let machine = ProcessInfo.processInfo.hostName
+            let name = try DistinguishedName {
+                CommonName("hookproxy CA (\(machine))")
+                OrganizationName("hookproxy local debugging CA")
+            }
+            let publicKey = Certificate.PublicKey(key.publicKey)
+            let now = Date()
+            let certificate = try Certificate(
+                version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: publicKey,
+                notValidBefore: now - 3600, notValidAfter: now + 10 * 365 * 86_400,
+                issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                    SubjectKeyIdentifier(hash: publicKey)
+                },
+                issuerPrivateKey: Certificate.PrivateKey(key))
+            let certificatePEM = try certificate.serializeAsPEM().pemString + "\n"
+            let ca = CertificateAuthority(directory: directory, certificate: certificate, certificatePEM: certificatePEM, key: key)
+            try writeFile(ca.keyPath, key.pemRepresentation + "\n", mode: 0o600)
+            try writeFile(ca.certificatePath, certificatePEM, mode: 0o600)
+            return ca
+        } catch let error as CAError {
+            throw error
+        } catch {
+            throw CAError("hookproxy: cannot create a CA in \(directory): \(error)")
+        }
+    }
+
+    private static func writeFile(_ path: String, _ text: String, mode: mode_t) throws(CAError) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, mode)
+        guard descriptor >= 0 else {
+            throw CAError("hookproxy: cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        fchmod(descriptor, mode)
+        let bytes = Array(text.utf8)
+        guard write(descriptor, bytes, bytes.count) == bytes.count else {
+            throw CAError("hookproxy: cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private init(directory: String, certificate: Certificate, certificatePEM: String, key: P256.Signing.PrivateKey) {
+        self.directory = directory
+        self.certificate = certificate
+        self.certificatePEM = certificatePEM
+        self.key = key
+    }
+
+    /// A leaf for `host` (an IP address gets an IP SAN), signed by this CA, valid for a week. CPU-bound: call it
+    /// off the event loops.
+    func mintLeaf(for host: String) throws -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
+        let publicKey = Certificate.PublicKey(leafKey.publicKey)
+        let now = Date()
+        let name = GeneralName.forHost(host)
+        let certificate = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: publicKey,
+            notValidBefore: now - 3600, notValidAfter: now + 7 * 86_400,
+            issuer: self.certificate.subject, subject: try DistinguishedName { CommonName(String(host.prefix(64))) },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth])
+                SubjectAlternativeNames([name])
+                AuthorityKeyIdentifier(keyIdentifier: try self.certificate.extensions.subjectKeyIdentifier?.keyIdentifier)
+            },
+            issuerPrivateKey: Certificate.PrivateKey(key))
+        let leafPEM = try certificate.serializeAsPEM().pemString
+        return (try NIOSSLCertificate.fromPEMBytes(Array(leafPEM.utf8)),
+                try NIOSSLPrivateKey(bytes: Array(leafKey.pemRepresentation.utf8), format: .pem))
+    }
+}
+
+/// A CA that cannot be loaded or created; the message says which file and what to do.
+public struct CAError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension GeneralName {
+    /// An IP SAN for an IP literal, else a DNS SAN.
+    static func forHost(_ host: String) -> GeneralName {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        var bytes: [UInt8]? = nil
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            bytes = withUnsafeBytes(of: &v4) { Array($0) }
+        } else if inet_pton(AF_INET6, host, &v6) == 1 {
+            bytes = withUnsafeBytes(of: &v6) { Array($0) }
+        }
+        guard let bytes else { return .dnsName(host) }
+        // SubjectAltName ::= SEQUENCE { [7] IMPLICIT OCTET STRING address }: parsed back into a GeneralName
+        let der: [UInt8] = [0x30, UInt8(bytes.count + 2), 0x87, UInt8(bytes.count)] + bytes
+        let ext = Certificate.Extension(oid: .X509ExtensionID.subjectAlternativeName, critical: false, value: der[...])
+        return (try? SubjectAlternativeNames(ext).first) ?? .dnsName(host)
+    }
+}

@@ -1,0 +1,71 @@
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import NIOTLS
+import ProxyModel
+import ProxyRules
+
+/// `CONNECT` to an intercepted host: answers 200, terminates the client's TLS with a leaf the CA minted for the
+/// host, and serves what follows as `https://host:port/…` requests through the same pipeline as plain HTTP.
+/// Runs on the client connection's event loop.
+enum Interception {
+    static func start(host: String, target: String, handler: ProxyRequestHandler, context: ChannelHandlerContext) {
+        let proxy = handler.proxy
+        let channel = context.channel
+        proxy.interception.context(for: host, on: context.eventLoop).whenComplete { result in
+            switch result {
+            case .failure(let error):
+                let message = "hookproxy: cannot intercept \(target): \(error)"
+                proxy.logger.error("\(message)")
+                ConnectTunnel.answer(.text(502, message + "\n"), handler: handler, close: true)
+            case .success(let sslContext):
+                let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: 200, reasonPhrase: "Connection Established"))
+                handler.send(.head(head))
+                handler.sendEnd().whenComplete { written in
+                    guard case .success = written else { return }
+                    do {
+                        try handler.removeHTTPHandlers()
+                        let pipeline = channel.pipeline.syncOperations
+                        try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
+                        try pipeline.addHandler(InterceptionWatcher(host: host, proxy: proxy))
+                        try ProxyPipeline.addHTTPHandlers(to: pipeline, context: proxy, impliedScheme: "https",
+                                                          impliedAuthority: target)
+                    } catch {
+                        proxy.logger.error("CONNECT \(target): cannot start interception: \(error)")
+                        channel.close(promise: nil)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Watches the client's TLS handshake on an intercepted connection: a failure before it completes means the
+/// client refused hookproxy's certificate (pinning, or the CA is not trusted). Event-loop bound.
+final class InterceptionWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private let host: String
+    private let proxy: ProxyContext
+    private var handshakeCompleted = false
+
+    init(host: String, proxy: ProxyContext) {
+        self.host = host
+        self.proxy = proxy
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted = event as? TLSUserEvent { handshakeCompleted = true }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard !handshakeCompleted else {
+            context.fireErrorCaught(error)
+            return
+        }
+        proxy.clientRefusedInterception(host: host)
+        proxy.logger.debug("TLS handshake with the client for \(host) failed: \(error)")
+        context.close(promise: nil)
+    }
+}

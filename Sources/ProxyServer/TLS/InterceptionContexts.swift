@@ -1,0 +1,104 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// TLS server contexts for intercepted hosts, each presenting a leaf minted by the CA for that host; a bounded
+/// LRU cache, so a repeated host costs no signing. Minting runs on a thread pool, never on an event loop.
+/// A client whose SNI names another host than the CONNECT target gets a leaf for the SNI name.
+final class InterceptionContexts: Sendable {
+    private struct Leaf {
+        var chain: [NIOSSLCertificate]
+        var key: NIOSSLPrivateKey
+    }
+
+    private struct Cache {
+        var contexts: [String: (context: NIOSSLContext, lastUse: Int)] = [:]
+        var leaves: [String: (leaf: Leaf, lastUse: Int)] = [:]
+        var clock = 0
+        var signings = 0
+    }
+
+    private let ca: LazyCertificateAuthority
+    private let pool: NIOThreadPool
+    private let cache = NIOLockedValueBox(Cache())
+    let capacity: Int
+
+    init(ca: LazyCertificateAuthority, pool: NIOThreadPool, capacity: Int = 512) {
+        self.ca = ca
+        self.pool = pool
+        self.capacity = capacity
+    }
+
+    /// How many leaves were signed so far (for tests and the log).
+    var signings: Int { cache.withLockedValue { $0.signings } }
+
+    /// The server context for a CONNECT to `host`.
+    func context(for host: String, on eventLoop: any EventLoop) -> EventLoopFuture<NIOSSLContext> {
+        let key = host.lowercased()
+        let cached = cache.withLockedValue { cache -> NIOSSLContext? in
+            cache.clock += 1
+            guard let entry = cache.contexts[key] else { return nil }
+            cache.contexts[key]?.lastUse = cache.clock
+            return entry.context
+        }
+        if let cached { return eventLoop.makeSucceededFuture(cached) }
+        return pool.runIfActive(eventLoop: eventLoop) { [self] in
+            let leaf = try leaf(for: key)
+            var configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: leaf.chain.map { .certificate($0) }, privateKey: .privateKey(leaf.key))
+            configuration.applicationProtocols = ["http/1.1"]
+            configuration.sslContextCallback = { [self] values, promise in
+                guard let name = values.serverHostname?.lowercased(), name != key else {
+                    promise.succeed(.noChanges)
+                    return
+                }
+                pool.submit { _ in try self.leaf(for: name) }.hop(to: promise.futureResult.eventLoop)
+                    .map { leaf in
+                        var override = NIOSSLContextConfigurationOverride()
+                        override.certificateChain = leaf.chain.map { .certificate($0) }
+                        override.privateKey = .privateKey(leaf.key)
+                        return override
+                    }
+                    .cascade(to: promise)
+            }
+            let context = try NIOSSLContext(configuration: configuration)
+            cache.withLockedValue { cache in
+                cache.contexts[key] = (context, cache.clock)
+                if cache.contexts.count > capacity, let oldest = cache.contexts.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                    cache.contexts.removeValue(forKey: oldest.key)
+                }
+            }
+            return context
+        }
+    }
+
+    /// A cached leaf for `name`, or a newly signed one. Thread-pool only.
+    private func leaf(for name: String) throws -> Leaf {
+        if let cached = cache.withLockedValue({ cache -> Leaf? in
+            cache.clock += 1
+            cache.leaves[name]?.lastUse = cache.clock
+            return cache.leaves[name]?.leaf
+        }) {
+            return cached
+        }
+        let minted = try ca.get().mintLeaf(for: name)
+        let leaf = Leaf(chain: minted.chain, key: minted.key)
+        cache.withLockedValue { cache in
+            cache.signings += 1
+            cache.leaves[name] = (leaf, cache.clock)
+            if cache.leaves.count > capacity, let oldest = cache.leaves.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                cache.leaves.removeValue(forKey: oldest.key)
+            }
+        }
+        return leaf
+    }
+}
+
+extension NIOThreadPool {
+    /// `runIfActive` without an event loop of its own: the caller hops.
+    fileprivate func submit<T: Sendable>(_ body: @escaping @Sendable (NIOThreadPool.WorkItemState) throws -> T) -> EventLoopFuture<T> {
+        let loop = MultiThreadedEventLoopGroup.singleton.any()
+        return runIfActive(eventLoop: loop) { try body(.active) }
+    }
+}

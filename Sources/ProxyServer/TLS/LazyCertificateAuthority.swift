@@ -1,0 +1,32 @@
+import NIOConcurrencyHelpers
+
+/// The CA "on first need": loaded at once when its files exist (so a broken CA stops the start), otherwise
+/// created the first time interception or the onboarding page asks for it. Thread-safe.
+public final class LazyCertificateAuthority: Sendable {
+    public let directory: String
+    private let lock = NIOLock()
+    nonisolated(unsafe) private var loaded: CertificateAuthority?
+
+    public init(directory: String) {
+        self.directory = directory
+    }
+
+    /// Loads the CA now if its files exist; throws when they are broken.
+    public func loadIfPresent() throws(CAError) {
+        let path = (directory as NSString).appendingPathComponent(CertificateAuthority.certificateFile)
+        let keyPath = (directory as NSString).appendingPathComponent(CertificateAuthority.keyFile)
+        guard FileManager.default.fileExists(atPath: path) || FileManager.default.fileExists(atPath: keyPath) else { return }
+        _ = try get()
+    }
+
+    public func get() throws(CAError) -> CertificateAuthority {
+        lock.lock()
+        defer { lock.unlock() }
+        if let loaded { return loaded }
+        let new = try CertificateAuthority.loadOrCreate(directory: directory)
+        loaded = new
+        return new
+    }
+}
+
+import Foundation
