@@ -10,7 +10,7 @@ ARGS ?=
 PYVENV := .build/pyvenv
 PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0
 
-.PHONY: deps pydeps build run test check bench clean
+.PHONY: deps pydeps build run test check bench docker-lint clean
 
 # Installs the system libraries hookproxy links (and the tools its tests use) when missing.
 deps:
@@ -47,6 +47,10 @@ test: deps pydeps
 	swift build --build-tests
 	swift test --skip-build
 	swift run hookproxy check --rules rules
+	swift run hookproxy check --rules docker/demo-rules
+
+docker-lint:
+	bash docker/lint.sh
 
 bench: deps
 	bash bench/run.sh
