@@ -45,7 +45,9 @@ enum ConnectTunnel {
                 try handler.removeHTTPHandlers()
                 try client.pipeline.syncOperations.addHandler(local)
                 try upstream.pipeline.syncOperations.addHandler(remote)
-                upstream.read()
+                // The upstream was connected with autoRead off so nothing is read before the glue is in place;
+                // turning it on now issues the first read and keeps reading (each read gated by the glue).
+                try upstream.syncOptions?.setOption(.autoRead, value: true)
                 client.channel.read()
             } catch {
                 handler.proxy.logger.error("CONNECT \(target): cannot splice: \(error)")
