@@ -61,7 +61,7 @@ enum ConnectTunnel {
         var head = response.head
         if close { head.headers.set("Connection", "close") }
         handler.send(.head(head.nioHead(version: .http1_1)))
-        handler.send(.body(.byteBuffer(handler.buffer(response.body))))
+        handler.sendBodyBelowEncoder(response.body)
         handler.sendEnd().whenComplete { _ in if close { handler.closeConnection() } }
     }
 }
