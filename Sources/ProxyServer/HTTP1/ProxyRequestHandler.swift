@@ -183,12 +183,20 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func writeLocal(_ response: LocalResponse, keepAlive: Bool, events: [HookEvent], request: RequestContext) {
         state = .idle
+        // A refused CONNECT (407) closes: the decoder stops parsing after a CONNECT head, and its body can only be
+        // close-delimited (see sendBodyBelowEncoder).
+        let isConnect = request.head.method == .CONNECT
+        let keepAlive = keepAlive && !isConnect
         var head = response.head
         if !keepAlive { head.headers.set("Connection", "close") }
         let version = request.head.version
         send(.head(head.nioHead(version: version)))
         if !response.body.isEmpty && request.head.method != .HEAD {
-            send(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body))))
+            if isConnect {
+                sendBodyBelowEncoder(response.body)
+            } else {
+                send(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body))))
+            }
         }
         let context = self.context!
         sendEnd().whenComplete { _ in
@@ -221,5 +229,14 @@ extension ProxyRequestHandler {
     func buffer(_ bytes: [UInt8]) -> ByteBuffer { context.channel.allocator.buffer(bytes: bytes) }
 
     func closeConnection() { context.close(promise: nil) }
+
+    /// The body of a response to CONNECT that refuses it (400, 407, 502). NIO's response encoder frames every
+    /// response to CONNECT without a body (right for the 2xx that starts a tunnel) and drops body writes, so the
+    /// bytes go out below the encoder, after the head; the caller closes the connection, which ends the body
+    /// (RFC 9112 §6.3: no Content-Length, no Transfer-Encoding → the body runs to the close).
+    func sendBodyBelowEncoder(_ bytes: [UInt8]) {
+        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else { return }
+        encoder.write(NIOAny(context.channel.allocator.buffer(bytes: bytes)), promise: nil)
+    }
 
 }

@@ -64,8 +64,9 @@ enum ConnectTunnel {
                 try handler.removeHTTPHandlers()
                 try client.pipeline.syncOperations.addHandler(local)
                 try upstream.pipeline.syncOperations.addHandler(remote)
-                // reads were held until the glue was in place; from now on the glue paces them
-                upstream.setOption(.autoRead, value: true).whenComplete { _ in }
+                // The upstream was connected with autoRead off so nothing is read before the glue is in place;
+                // turning it on now issues the first read and keeps reading (each read gated by the glue).
+                try upstream.syncOptions?.setOption(.autoRead, value: true)
                 client.channel.read()
             } catch {
                 handler.proxy.logger.error("CONNECT \(target): cannot splice: \(error)")
@@ -90,7 +91,7 @@ enum ConnectTunnel {
         var head = response.head
         if close { head.headers.set("Connection", "close") }
         handler.send(.head(head.nioHead(version: .http1_1)))
-        handler.send(.body(.byteBuffer(handler.buffer(response.body))))
+        handler.sendBodyBelowEncoder(response.body)
         handler.sendEnd().whenComplete { _ in if close { handler.closeConnection() } }
     }
 }

@@ -1,0 +1,245 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A blocking TCP client for byte-level HTTP tests: it sends exactly the bytes a test writes and parses responses
+/// itself, so tests can send what no well-behaved client would (pipelined requests, malformed heads, conflicting
+/// framing). Every read is bounded by `SO_RCVTIMEO` (and an overall deadline); nothing blocks forever.
+///
+/// The public API is async: each blocking call runs on its own thread, so Swift's cooperative pool never waits
+/// on a socket. One task uses a client at a time.
+final class RawClient: @unchecked Sendable {
+    /// One parsed HTTP response.
+    struct Response: Sendable {
+        var version: String
+        var status: Int
+        var reason: String
+        /// Header fields in the order received, names in their case.
+        var headers: [(name: String, value: String)]
+        /// The raw head, status line to the empty line.
+        var rawHead: String
+        var body: [UInt8]
+        var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+        func header(_ name: String) -> String? {
+            headers.first { $0.name.lowercased() == name.lowercased() }?.value
+        }
+
+        func headerValues(_ name: String) -> [String] {
+            headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+        }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    private var fd: Int32
+    /// Bytes read but not consumed yet.
+    private var buffer: [UInt8] = []
+    /// Whether the peer closed its side (a read returned 0).
+    private(set) var sawEOF = false
+    let readTimeout: Duration
+
+    private init(fd: Int32, readTimeout: Duration) {
+        self.fd = fd
+        self.readTimeout = readTimeout
+    }
+
+    deinit { closeNow() }
+
+    /// Connects to 127.0.0.1:`port`. `readTimeout` bounds each wait for bytes.
+    static func connect(port: Int, readTimeout: Duration = .seconds(10)) async throws -> RawClient {
+        try await blocking {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let client = RawClient(fd: fd, readTimeout: readTimeout)
+            let seconds = readTimeout.components.seconds
+            var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(readTimeout.components.attoseconds / 1_000_000_000_000))
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let result = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard result == 0 else { throw Failure("connect 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
+            return client
+        }
+    }
+
+    // MARK: sending
+
+    func send(_ text: String) async throws { try await send(Array(text.utf8)) }
+
+    func send(_ bytes: [UInt8]) async throws {
+        try await RawClient.blocking { try self.sendNow(bytes) }
+    }
+
+    private func sendNow(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard sent > 0 else { throw Failure("send: \(String(cString: strerror(errno)))") }
+            offset += sent
+        }
+    }
+
+    // MARK: receiving
+
+    /// Reads and parses one response. `method` is the request's (HEAD responses have no body). Interim 1xx
+    /// responses are returned like any other.
+    func readResponse(method: String = "GET") async throws -> Response {
+        try await RawClient.blocking { try self.readResponseNow(method: method) }
+    }
+
+    /// Reads until the peer closes (bounded by `limit` bytes and the read timeout); returns everything read.
+    func readToEOF(limit: Int = 64 * 1024 * 1024) async throws -> [UInt8] {
+        try await RawClient.blocking {
+            while !self.sawEOF && self.buffer.count < limit { try self.fill() }
+            defer { self.buffer.removeAll() }
+            return self.buffer
+        }
+    }
+
+    /// Reads at least `count` bytes (fewer only if the peer closes first) and returns them.
+    func read(atLeast count: Int) async throws -> [UInt8] {
+        try await RawClient.blocking {
+            while self.buffer.count < count && !self.sawEOF { try self.fill() }
+            let taken = Array(self.buffer.prefix(max(count, self.buffer.count)))
+            self.buffer.removeAll()
+            return taken
+        }
+    }
+
+    /// Whether the peer closed the connection within the read timeout (bytes still arriving are discarded).
+    func waitForClose() async -> Bool {
+        (try? await RawClient.blocking { () throws -> Bool in
+            while !self.sawEOF {
+                self.buffer.removeAll()
+                try self.fill()
+            }
+            return true
+        }) ?? false
+    }
+
+    func close() { closeNow() }
+
+    private func closeNow() {
+        if fd >= 0 {
+            Glibc.close(fd)
+            fd = -1
+        }
+    }
+
+    /// One `recv`: appends what arrived; sets `sawEOF` on 0; throws on a timeout or an error.
+    private func fill() throws {
+        guard fd >= 0 else { throw Failure("read on a closed client") }
+        var chunk = [UInt8](repeating: 0, count: 256 * 1024)
+        let got = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if got > 0 {
+            buffer.append(contentsOf: chunk[0..<got])
+        } else if got == 0 {
+            sawEOF = true
+        } else if errno == EAGAIN || errno == EWOULDBLOCK {
+            throw Failure("read timed out after \(readTimeout) (have \(buffer.count) bytes: \(String(decoding: buffer.prefix(200), as: UTF8.self)))")
+        } else if errno == ECONNRESET {
+            sawEOF = true
+        } else {
+            throw Failure("recv: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private func readLine() throws -> String {
+        while true {
+            if let index = findCRLF() {
+                let line = String(decoding: buffer[0..<index], as: UTF8.self)
+                buffer.removeFirst(index + 2)
+                return line
+            }
+            if sawEOF { throw Failure("connection closed before a complete line (have \(buffer.count) bytes)") }
+            try fill()
+        }
+    }
+
+    private func findCRLF() -> Int? {
+        guard buffer.count >= 2 else { return nil }
+        for i in 0..<(buffer.count - 1) where buffer[i] == 13 && buffer[i + 1] == 10 { return i }
+        return nil
+    }
+
+    private func take(_ count: Int) throws -> [UInt8] {
+        while buffer.count < count {
+            if sawEOF { throw Failure("connection closed after \(buffer.count) of \(count) body bytes") }
+            try fill()
+        }
+        let taken = Array(buffer[0..<count])
+        buffer.removeFirst(count)
+        return taken
+    }
+
+    private func readResponseNow(method: String) throws -> Response {
+        let statusLine = try readLine()
+        let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/"), let status = Int(parts[1]) else {
+            throw Failure("bad status line '\(statusLine)'")
+        }
+        var rawHead = statusLine + "\r\n"
+        var headers: [(name: String, value: String)] = []
+        while true {
+            let line = try readLine()
+            rawHead += line + "\r\n"
+            if line.isEmpty { break }
+            guard let colon = line.firstIndex(of: ":") else { throw Failure("bad header line '\(line)'") }
+            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        var response = Response(version: String(parts[0]), status: status, reason: parts.count > 2 ? String(parts[2]) : "",
+                                headers: headers, rawHead: rawHead, body: [])
+        if method == "HEAD" || (method == "CONNECT" && (200..<300).contains(status)) || status == 204 || status == 304 || (100..<200).contains(status) { return response }
+        if let te = response.header("transfer-encoding"), te.lowercased().contains("chunked") {
+            var body: [UInt8] = []
+            while true {
+                let sizeLine = try readLine()
+                guard let size = Int((sizeLine.split(separator: ";").first ?? "").trimmingCharacters(in: .whitespaces), radix: 16) else {
+                    throw Failure("bad chunk size line '\(sizeLine)'")
+                }
+                if size == 0 {
+                    while try !readLine().isEmpty {}  // trailers
+                    break
+                }
+                body += try take(size)
+                _ = try take(2)
+            }
+            response.body = body
+        } else if let length = response.header("content-length").flatMap({ Int($0) }) {
+            response.body = try take(length)
+        } else {
+            while !sawEOF { try fill() }
+            response.body = buffer
+            buffer.removeAll()
+        }
+        return response
+    }
+
+    /// Runs `body` on a new thread and waits for it without occupying a cooperative thread.
+    static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try body() })
+            }
+        }
+    }
+}
+
+/// A request head with CRLFs, e.g. `rawRequest("GET http://h/ HTTP/1.1", ["Host: h"])`.
+func rawRequest(_ requestLine: String, _ headers: [String] = [], body: String = "") -> String {
+    ([requestLine] + headers).joined(separator: "\r\n") + "\r\n\r\n" + body
+}
