@@ -116,6 +116,7 @@ struct RunCommand: AsyncParsableCommand {
             logger: logger)
         configuration.interceptHosts = intercept.compactMap(HostGlob.init)
         if let caDir { configuration.caDirectory = caDir }
+        let termination = SignalWaiter.install()
         let server: ProxyServer
         do {
             server = try await ProxyServer.start(configuration)
@@ -127,7 +128,7 @@ struct RunCommand: AsyncParsableCommand {
         if proxyAuth == nil && !CommandLineValues.isLoopback(host) {
             StandardStreams.error("hookproxy: warning: listening on \(host) without --proxy-auth: anyone who can reach this address can use it as an open proxy")
         }
-        await SignalWaiter.waitForTermination()
+        await termination.wait()
         await server.shutdown()
     }
 

@@ -1,37 +1,44 @@
 import Dispatch
 import Foundation
 
-/// Waits for SIGINT or SIGTERM (the default actions are disabled so the proxy can shut down cleanly).
-enum SignalWaiter {
-    static func waitForTermination() async {
+/// Catches SIGINT and SIGTERM so the proxy can shut down cleanly. Installed before the listening line is
+/// printed, so a signal sent right after it is never lost to the default action.
+final class SignalWaiter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var received = false
+    private var continuation: CheckedContinuation<Void, Never>?
+    private var sources: [any DispatchSourceSignal] = []
+
+    static func install() -> SignalWaiter {
+        let waiter = SignalWaiter()
+        let queue = DispatchQueue(label: "hookproxy.signals")
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
+            source.setEventHandler { waiter.signalled() }
+            source.resume()
+            waiter.sources.append(source)
+        }
+        return waiter
+    }
+
+    /// Returns once SIGINT or SIGTERM arrived (at once if one already did).
+    func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let queue = DispatchQueue(label: "hookproxy.signals")
-            let resumed = ResumeOnce(continuation)
-            var sources: [any DispatchSourceSignal] = []
-            for signalNumber in [SIGINT, SIGTERM] {
-                signal(signalNumber, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-                source.setEventHandler { resumed.resume() }
-                source.resume()
-                sources.append(source)
+            lock.lock()
+            if received {
+                lock.unlock()
+                continuation.resume()
+            } else {
+                self.continuation = continuation
+                lock.unlock()
             }
-            SignalSources.keep(sources)
         }
     }
-}
 
-/// Keeps the signal sources alive for the life of the process.
-private enum SignalSources {
-    nonisolated(unsafe) static var sources: [any DispatchSourceSignal] = []
-    static func keep(_ new: [any DispatchSourceSignal]) { sources = new }
-}
-
-private final class ResumeOnce: @unchecked Sendable {
-    private let lock = NSLock()
-    private var continuation: CheckedContinuation<Void, Never>?
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
-    func resume() {
+    private func signalled() {
         lock.lock()
+        received = true
         let pending = continuation
         continuation = nil
         lock.unlock()

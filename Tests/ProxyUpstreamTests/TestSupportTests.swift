@@ -227,7 +227,8 @@ struct TestOriginStreamingTests {
         #expect(result.exitCode == 0)
         #expect(result.stdoutText == String(1 << 30))
         let growth = Self.residentBytes() - before
-        #expect(growth < 64 << 20, "resident memory grew by \(growth) bytes")
+        // Other suites run in parallel in this process, so the bound is loose; buffering the body would add 1 GiB.
+        #expect(growth < 256 << 20, "resident memory grew by \(growth) bytes")
         }
     }
 }
