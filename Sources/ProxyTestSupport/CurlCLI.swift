@@ -64,7 +64,7 @@ private final class PipeDrain: @unchecked Sendable {
 
     init(_ handle: FileHandle) {
         Thread.detachNewThread { [self] in
-            data = handle.readDataToEndOfFile()
+            data = Data(PipeReading.readAll(handle))
             done.signal()
         }
     }

@@ -127,10 +127,8 @@ final class CLIProcess: @unchecked Sendable {
         self.state = state
         func reader(_ handle: FileHandle, _ append: @escaping @Sendable (Data) -> Void) -> Thread {
             Thread {
-                while true {
-                    let data = handle.availableData  // blocks; empty at end of file
-                    if data.isEmpty { return }
-                    append(data)
+                while let bytes = PipeReading.readSome(handle) {  // blocks; nil at end of file
+                    append(Data(bytes))
                 }
             }
         }

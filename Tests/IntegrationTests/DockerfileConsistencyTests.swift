@@ -1,4 +1,5 @@
 import Foundation
+import ProxyTestSupport
 import Testing
 
 /// No Docker engine runs on the build machines, so docker/Dockerfile is never built here. These tests read it as
@@ -262,7 +263,7 @@ struct FakeHookproxy {
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        let data = errors.fileHandleForReading.readDataToEndOfFile()
+        let data = Data(PipeReading.readAll(errors.fileHandleForReading))
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }

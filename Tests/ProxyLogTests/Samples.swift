@@ -148,9 +148,21 @@ enum TestFiles {
         process.standardOutput = out
         process.standardError = err
         try process.run()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        let outData = readAllRetryingInterrupts(out.fileHandleForReading)
+        let errData = readAllRetryingInterrupts(err.fileHandleForReading)
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    }
+}
+
+/// read(2) until end of file, retrying on EINTR (Foundation's readDataToEndOfFile aborts on it).
+func readAllRetryingInterrupts(_ handle: FileHandle) -> Data {
+    var result = Data()
+    var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+        if count > 0 { result.append(contentsOf: buffer[0..<count]); continue }
+        if count < 0 && errno == EINTR { continue }
+        return result
     }
 }
