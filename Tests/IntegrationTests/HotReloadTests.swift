@@ -66,8 +66,8 @@ struct HotReloadTests {
                 let seen = try await Self.pollBody(proxy, "\(origin.baseURL)/r", until: "version two, longer")
                 #expect(seen == "version two, longer")
                 #expect(watched.successes >= 1)
-                let records = await Hooks.records(proxy)
-                #expect(records.last?.rules == ["swap2"])
+                // The record is written once the exchange ends, possibly just after curl returned.
+                #expect(await eventually { proxy.recorder.records.contains { $0.rules == ["swap2"] } })
             }
         }
     }
@@ -170,6 +170,40 @@ struct HotReloadTests {
                 try directory.write("second mock, edited\n", to: "rules/mocks/m.txt")
                 #expect(try await Self.pollBody(proxy, "\(origin.baseURL)/m", until: "second mock, edited\n")
                         == "second mock, edited\n")
+            }
+        }
+    }
+    @Test("a file added to the rules directory applies; editor backups and swap files beside it are ignored")
+    func addedFileApplies() async throws {
+        try await withOrigin { origin in
+            try await with(["10-a.yaml": Self.respondRule("from-a", port: origin.port, path: "/a", body: "A")]) { directory, watched, proxy in
+                try directory.write("rules: [broken", to: "rules/20-b.yaml~")
+                try directory.write("rules: [broken", to: "rules/.20-b.yaml.swp")
+                try directory.write(Self.respondRule("from-b", port: origin.port, path: "/b", body: "B"), to: "rules/20-b.yaml")
+                #expect(try await Self.pollBody(proxy, "\(origin.baseURL)/b", until: "B") == "B")
+                #expect(watched.failures.isEmpty, "\(watched.failures)")
+                #expect(watched.store.current.ruleNames == ["from-a", "from-b"])
+            }
+        }
+    }
+
+    @Test("--rules naming a file: edits saved by rename (as editors do) apply, again and again")
+    func atomicSaveOfAWatchedFile() async throws {
+        try await withOrigin { origin in
+            let directory = try TemporaryDirectory()
+            let file = try directory.write(Self.respondRule("v", port: origin.port, body: "save 0"), to: "conf/only.yaml")
+            let store = try RuleStore(paths: [file], environment: [:])
+            store.startWatching { _ in }
+            defer { store.stopWatching() }
+            try await withHookProxy(rules: store) { proxy in
+                #expect(try await Hooks.curl(proxy, "\(origin.baseURL)/r").bodyText == "save 0")
+                for round in 1...3 {
+                    let temporary = try directory.write(Self.respondRule("v", port: origin.port, body: "save \(round)"),
+                                                        to: "conf/.only.yaml.tmp")
+                    #expect(rename(temporary, file) == 0)
+                    #expect(try await Self.pollBody(proxy, "\(origin.baseURL)/r", until: "save \(round)") == "save \(round)",
+                            "round \(round)")
+                }
             }
         }
     }
