@@ -228,8 +228,10 @@ struct TrafficLogTests {
         try await withOrigin { origin in
             let directory = try TemporaryDirectory()
             let har = directory.path + "/killed.har"
-            let child = try HookproxyProcess(arguments: ["run", "--listen", "127.0.0.1:0", "--har", har, "--quiet"],
-                                             directory: directory)
+            let jsonl = directory.path + "/killed.jsonl"
+            let child = try HookproxyProcess(
+                arguments: ["run", "--listen", "127.0.0.1:0", "--har", har, "--jsonl", jsonl, "--quiet"],
+                directory: directory)
             do {
                 let started = try await child.start()
                 try #require(started, "\(child.stderr)")
@@ -261,6 +263,13 @@ struct TrafficLogTests {
                 let entries = try await LogFiles.checkHAR(har, directory: directory)
                 #expect(entries.count >= before, "entries seen before the kill were lost")
                 #expect(entries.allSatisfy { Self.hookproxy($0)["id"] is Int })
+                // JSONL: every newline-terminated line is a complete object (at most the last line was cut).
+                let text = String(decoding: FileManager.default.contents(atPath: jsonl) ?? Data(), as: UTF8.self)
+                let complete = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+                #expect(!complete.isEmpty)
+                #expect(complete.allSatisfy { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) is [String: Any] })
+                // --quiet: the listening line only on stdout, the files still written.
+                #expect(child.stdout.split(separator: "\n").count == 1, "\(child.stdout)")
             } catch {
                 child.killNow()
                 throw error
