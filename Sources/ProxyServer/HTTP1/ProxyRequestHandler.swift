@@ -191,18 +191,24 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if !keepAlive { head.headers.set("Connection", "close") }
         let version = request.head.version
         send(.head(head.nioHead(version: version)))
-        if !response.body.isEmpty && request.head.method != .HEAD {
+        let sent = request.head.method == .HEAD ? [] : response.body
+        if !sent.isEmpty {
             if isConnect {
-                sendBodyBelowEncoder(response.body)
+                sendBodyBelowEncoder(sent)
             } else {
-                send(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body))))
+                send(.body(.byteBuffer(context.channel.allocator.buffer(bytes: sent))))
             }
         }
         let context = self.context!
         sendEnd().whenComplete { _ in
             if !keepAlive { context.close(promise: nil) }
         }
-        proxy.record(request.record(id: proxy.makeFlowID(), response: head, bodySize: response.body.count, events: events))
+        // The file logs capture a local answer's body (a mock) like any other, up to the capture limit.
+        let limit = proxy.limits.captureLimit
+        let captured = proxy.configuration.captureBodies
+            ? CapturedBody(bytes: Array(sent.prefix(limit)), truncated: sent.count > limit) : nil
+        proxy.record(request.record(id: proxy.makeFlowID(), response: head, bodySize: sent.count, events: events,
+                                    responseBody: captured))
     }
 
     /// Hands the connection to a tunnel: removes every HTTP handler (this one last).

@@ -25,7 +25,8 @@ struct RequestContext {
     }
 
     /// A log record for a request answered without going upstream.
-    func record(id: Int, response: ResponseHead, bodySize: Int, events: [HookEvent]) -> FlowRecord {
+    func record(id: Int, response: ResponseHead, bodySize: Int, events: [HookEvent],
+                responseBody: CapturedBody? = nil) -> FlowRecord {
         let requestHead = clientHead ?? RequestHead(
             method: head.method.rawValue,
             url: ProxyURL(scheme: "http", host: head.headers.first(name: "host") ?? "-", path: head.uri),
@@ -33,6 +34,6 @@ struct RequestContext {
         return FlowRecord(
             id: id, start: start, client: client, request: requestHead,
             url: clientHead?.url.description ?? head.uri, response: response, responseBodySize: bodySize,
-            durationMs: Date().timeIntervalSince(start) * 1000, rules: rules, events: events)
+            responseBody: responseBody, durationMs: Date().timeIntervalSince(start) * 1000, rules: rules, events: events)
     }
 }
