@@ -54,10 +54,11 @@ struct TunnelResult {
 }
 
 /// One HTTPS GET through hookproxy, done by hand: `CONNECT host:port`, then a TLS client handshake that trusts only
-/// `trustRoots` (full verification, host name included), then `GET path` with `Connection: close`.
+/// `trustRoots` (full verification, host name included), then `GET path` with `Connection: close`. `serverName`,
+/// when given, is sent as SNI (and verified) instead of the CONNECT host.
 enum TunnelClient {
     static func get(proxyPort: Int, host: String, port: Int, path: String = "/head-test",
-                    trustRoots: [Certificate], alpn: [String] = ["http/1.1"],
+                    trustRoots: [Certificate], alpn: [String] = ["http/1.1"], serverName: String? = nil,
                     timeout: TimeAmount = .seconds(15)) async throws -> TunnelResult {
         let collector = TunnelCollector()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -91,7 +92,7 @@ enum TunnelClient {
         // (127.0.0.1), which is the IP host these tests use.
         let isIP = host.allSatisfy { $0.isNumber || $0 == "." } || host.contains(":")
         try await channel.eventLoop.submit {
-            let handler = try NIOSSLClientHandler(context: context, serverHostname: isIP ? nil : host)
+            let handler = try NIOSSLClientHandler(context: context, serverHostname: serverName ?? (isIP ? nil : host))
             try channel.pipeline.syncOperations.addHandler(handler, position: .first)
         }.get()
 

@@ -112,6 +112,47 @@ struct InterceptionTests {
         }
     }
 
+    @Test("request edits and a local respond rule apply inside the intercepted tunnel")
+    func requestRulesInside() async throws {
+        let extra = """
+              - name: mocked
+                match: { host: localhost, path: "/mocked" }
+                respond: { status: 201, headers: { X-Mock: "yes" }, body: "mocked inside TLS" }
+              - name: tag-request
+                match: { host: localhost, scheme: https }
+                request: { set_headers: { X-Debug: "1" } }
+
+            """
+        try await intercepted(["localhost"], extraRules: extra) { origin, proxy, ca in
+            let mocked = try await Hooks.curl(proxy, "https://localhost:\(origin.port)/mocked",
+                                              ["--cacert", ca.certificatePath])
+            #expect(mocked.status == 201, "\(mocked.stderr)")
+            #expect(mocked.header("X-Mock") == "yes")
+            #expect(mocked.bodyText == "mocked inside TLS")
+            #expect(origin.requests.isEmpty, "answered by hookproxy inside the tunnel")
+
+            let edited = try await Hooks.curl(proxy, "https://localhost:\(origin.port)/headers",
+                                              ["--cacert", ca.certificatePath])
+            #expect(edited.status == 200)
+            #expect(origin.requests.last?.header("X-Debug") == "1", "\(edited.bodyText)")
+            let records = await Hooks.records(proxy, count: 2)
+            #expect(records.allSatisfy { $0.events.first?.logText == "intercepted" }, "\(records.map(\.events))")
+        }
+    }
+
+    @Test("the leaf is minted for the SNI name when it differs from the CONNECT host")
+    func leafForSNI() async throws {
+        try await intercepted(["127.0.0.1"]) { origin, proxy, ca in
+            let result = try await TunnelClient.get(proxyPort: proxy.port, host: "127.0.0.1", port: origin.port,
+                                                    trustRoots: [ca.certificate], serverName: "localhost")
+            #expect(result.failure == nil, "\(result.failure ?? "")")
+            #expect(result.status == 200, "\(result.response)")
+            #expect(result.peer?.sanNames == ["DNS:localhost"], "\(result.peer?.sanNames ?? [])")
+            #expect(result.peer?.issuer == ca.certificate.subject)
+            #expect(origin.requests.count == 1)
+        }
+    }
+
     @Test("a trust rule with a wrong pin gives 502 inside TLS and the origin gets no request bytes")
     func wrongPin() async throws {
         let directory = try TemporaryDirectory()
