@@ -368,7 +368,7 @@ struct InterceptionTests {
         try await intercepted(["localhost"]) { origin, proxy, ca in
             let port = proxy.port, originPort = origin.port, root = ca.certificate
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-                for _ in 0..<6 {
+                for _ in 0..<10 {
                     group.addTask {
                         try await TunnelClient.get(proxyPort: port, host: "localhost", port: originPort,
                                                    trustRoots: [root]).status
@@ -376,7 +376,7 @@ struct InterceptionTests {
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(statuses == Array(repeating: 200, count: 6))
+            #expect(statuses == Array(repeating: 200, count: 10))
             #expect(proxy.server.interceptionSignings == 1)
         }
     }
