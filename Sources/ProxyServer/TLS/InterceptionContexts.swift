@@ -22,6 +22,8 @@ final class InterceptionContexts: Sendable {
     private let ca: LazyCertificateAuthority
     private let pool: NIOThreadPool
     private let cache = NIOLockedValueBox(Cache())
+    /// Held while a leaf is signed (thread pool only, never an event loop).
+    private let minting = NIOLock()
     let capacity: Int
 
     init(ca: LazyCertificateAuthority, pool: NIOThreadPool, capacity: Int = 512) {
@@ -73,15 +75,26 @@ final class InterceptionContexts: Sendable {
         }
     }
 
-    /// A cached leaf for `name`, or a newly signed one. Thread-pool only.
+    /// A cached leaf for `name`, or a newly signed one. Thread-pool only (it may wait for another thread's signing).
     private func leaf(for name: String) throws -> Leaf {
-        if let cached = cache.withLockedValue({ cache -> Leaf? in
+        if let cached = cachedLeaf(name) { return cached }
+        // Connections racing for a new host must not each sign: minting is serialised and the cache re-checked
+        // under the lock, so the losers of the race take the winner's leaf.
+        return try minting.withLock {
+            if let cached = cachedLeaf(name) { return cached }
+            return try mint(name)
+        }
+    }
+
+    private func cachedLeaf(_ name: String) -> Leaf? {
+        cache.withLockedValue { cache -> Leaf? in
             cache.clock += 1
             cache.leaves[name]?.lastUse = cache.clock
             return cache.leaves[name]?.leaf
-        }) {
-            return cached
         }
+    }
+
+    private func mint(_ name: String) throws -> Leaf {
         let minted = try ca.get().mintLeaf(for: name)
         let leaf = Leaf(chain: minted.chain, key: minted.key)
         cache.withLockedValue { cache in
