@@ -346,12 +346,13 @@ run_proxy() {
     hookproxy+har|hookproxy+rules)
       wrk_case "$proxy" 64 2 "$DUR" 0 1k.bin "keep-alive 1 KiB c64" ;;
     *)
+      # The 1 GiB transfer first, so its RSS growth is measured from the idle figure (not after the load runs).
+      bench_1g "$proxy"
+      bench_10m "$proxy"
       wrk_case "$proxy" 1 1 "$DUR" 0 1k.bin "keep-alive 1 KiB c1"
       wrk_case "$proxy" 64 2 "$DUR" 0 1k.bin "keep-alive 1 KiB c64"
       wrk_case "$proxy" 16 2 "$CLOSE_DUR" 1 1k.bin "new conn/req 1 KiB c16"
-      wrk_case "$proxy" 16 2 "$CLOSE_DUR" 0 64k.bin "keep-alive 64 KiB c16"
-      bench_10m "$proxy"
-      bench_1g "$proxy" ;;
+      wrk_case "$proxy" 16 2 "$CLOSE_DUR" 0 64k.bin "keep-alive 64 KiB c16" ;;
   esac
   if [ -n "$PROXY_PID" ]; then stop_proxy; fi
 }
