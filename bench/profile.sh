@@ -59,8 +59,8 @@ awk -v r="$reqs" '$1 ~ /^[0-9,.]+$/ { gsub(",", "", $1); printf "  %-28s %16.0f 
 perf record -F 999 -g -p "$HPID" -o "$T/perf.data" -- sleep "$DUR" >/dev/null 2>&1 & RP=$!
 run_wrk "$DUR" >/dev/null; wait $RP || true
 echo "== top symbols, self (perf record -g, ${DUR}s)"
-perf report -i "$T/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -40
+perf report -i "$T/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -E "^ +[0-9]" | sed -E "s/ +-? +-? *$//" | cut -c1-160 | head -40
 echo "== top symbols, with children"
-perf report -i "$T/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -40
+perf report -i "$T/perf.data" --children --sort symbol --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | sed -E "s/ +-? +-? *$//" | cut -c1-160 | head -40
 echo "== by thread"
 perf report -i "$T/perf.data" --no-children --sort comm --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head
