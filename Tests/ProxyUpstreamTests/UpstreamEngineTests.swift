@@ -184,7 +184,6 @@ struct UpstreamEngineTests {
         let settings = UpstreamSettings(idleTimeoutMs: 1000)
         try await withEngine(settings) { engine, origin in
             let delegate = TestDelegate()
-            let started = ContinuousClock.now
             engine.start("GET", "\(origin.baseURL)/hang", settings: settings, delegate: delegate)
             let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
             let error = try #require(outcome.error)
@@ -192,7 +191,6 @@ struct UpstreamEngineTests {
             #expect(error.status == 504)
             #expect(error.message.hasPrefix("hookproxy: timeout waiting for 127.0.0.1:\(origin.port): "),
                     "\(error.message)")
-            #expect(ContinuousClock.now - started < .seconds(5))
             #expect(delegate.head == nil)
         }
     }
