@@ -6,15 +6,23 @@ public enum HopByHop {
         "te", "trailer", "transfer-encoding", "upgrade",
     ]
 
+    /// The standard list, compared without allocating.
+    private static let standard = ["connection", "keep-alive", "proxy-connection", "proxy-authorization",
+                                   "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"]
+
     /// Removes the standard hop-by-hop headers and every header named in `Connection`.
     public static func strip(_ headers: inout HeaderFields) {
-        var named = names
+        var named: [String] = []
         for value in headers.values(for: "connection") {
-            for token in value.split(separator: ",") {
-                named.insert(token.trimmingSpaces().lowercased())
-            }
+            for token in value.split(separator: ",") { named.append(token.trimmingSpaces()) }
         }
-        headers.removeAll { named.contains($0.name.lowercased()) }
+        guard headers.contains(where: { field in isHopByHop(field.name, named) }) else { return }
+        headers.removeAll { field in isHopByHop(field.name, named) }
+    }
+
+    @inline(__always)
+    private static func isHopByHop(_ name: String, _ named: [String]) -> Bool {
+        standard.contains { name.caseInsensitiveEquals($0) } || named.contains { name.caseInsensitiveEquals($0) }
     }
 }
 

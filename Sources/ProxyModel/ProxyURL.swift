@@ -8,7 +8,7 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     public var query: String?
 
     public init(scheme: String, host: String, port: Int? = nil, path: String = "/", query: String? = nil) {
-        self.scheme = scheme.lowercased()
+        self.scheme = (scheme == "http" || scheme == "https") ? scheme : scheme.lowercased()
         self.host = host
         self.port = port ?? ProxyURL.defaultPort(for: scheme)
         self.path = path.isEmpty ? "/" : path
@@ -18,10 +18,22 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     /// Parses `http://host[:port][/path][?query]` (also `https`, and bracketed IPv6 hosts).
     /// Returns nil for anything else. A fragment is dropped.
     public init?(string: String) {
-        guard let schemeEnd = string.range(of: "://") else { return nil }
-        let scheme = string[..<schemeEnd.lowerBound].lowercased()
-        guard scheme == "http" || scheme == "https" else { return nil }
-        var rest = string[schemeEnd.upperBound...]
+        let scheme: String
+        let rest0: Substring
+        if string.hasPrefix("http://") {
+            scheme = "http"
+            rest0 = string.dropFirst(7)
+        } else if string.hasPrefix("https://") {
+            scheme = "https"
+            rest0 = string.dropFirst(8)
+        } else {
+            guard let colon = string.firstIndex(of: ":"), string[colon...].hasPrefix("://") else { return nil }
+            let named = string[..<colon].lowercased()
+            guard named == "http" || named == "https" else { return nil }
+            scheme = named
+            rest0 = string[string.index(colon, offsetBy: 3)...]
+        }
+        var rest = rest0
         if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
         var authority = rest[..<authorityEnd]
@@ -62,7 +74,9 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
         return (target.isEmpty ? "/" : String(target), nil)
     }
 
-    public static func defaultPort(for scheme: String) -> Int { scheme.lowercased() == "https" ? 443 : 80 }
+    public static func defaultPort(for scheme: String) -> Int {
+        scheme == "https" || (scheme != "http" && scheme.lowercased() == "https") ? 443 : 80
+    }
 
     public var isDefaultPort: Bool { port == ProxyURL.defaultPort(for: scheme) }
 

@@ -22,11 +22,13 @@ final class ProxyContext: Sendable {
     /// Hosts whose clients refused hookproxy's certificate, and hosts told that trust cannot apply to a tunnel.
     let interceptionRefusals = NIOLockedValueBox<[String]>([])
     let blindTunnelTrustWarnings = NIOLockedValueBox<Set<String>>([])
-    /// The real listening address, known once bound.
-    let listeningAddress: NIOLockedValueBox<(host: String, port: Int)?> = .init(nil)
+    /// The real listening address, known once bound (host lower-cased); read on every request, so lock-free.
+    let listeningPort = Atomic<Int>(0)
+    let listeningHost: String
 
     init(configuration: ProxyConfiguration) {
         self.configuration = configuration
+        self.listeningHost = configuration.host.lowercased()
         self.engine = UpstreamEngine(settings: configuration.upstream)
         self.connections = ConnectionTracker(limit: configuration.limits.maxConnections)
         self.transformPool = NIOThreadPool(numberOfThreads: 2)
@@ -36,6 +38,12 @@ final class ProxyContext: Sendable {
     }
 
     var logger: Logger { configuration.logger }
+
+    /// Where hookproxy itself listens, once bound.
+    var listeningAddress: (host: String, port: Int)? {
+        let port = listeningPort.load(ordering: .relaxed)
+        return port == 0 ? nil : (listeningHost, port)
+    }
     var limits: ProxyLimits { configuration.limits }
 
     func makeFlowID() -> Int {

@@ -47,7 +47,7 @@ public final class ProxyServer: Sendable {
             throw ProxyStartError("hookproxy: cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
         let port = channel.localAddress?.port ?? configuration.port
-        context.listeningAddress.withLockedValue { $0 = (configuration.host, port) }
+        context.listeningPort.store(port, ordering: .relaxed)
         return ProxyServer(context: context, group: group, serverChannel: channel, host: configuration.host, port: port)
     }
 

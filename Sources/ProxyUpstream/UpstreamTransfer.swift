@@ -61,6 +61,7 @@ struct ResponseHeadParser {
     private(set) var answeredChallenges = 0
 
     /// Feeds one raw header line (with CRLF). Returns true when it ended the head of a final response.
+    /// Works on the bytes: only the name and the value become Strings.
     mutating func feed(_ line: UnsafeRawBufferPointer) -> Bool {
         var end = line.count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
@@ -73,23 +74,30 @@ struct ResponseHeadParser {
             complete = true
             return true
         }
-        let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
+        if end >= 5, line[0] == 0x48, line[1] == 0x54, line[2] == 0x54, line[3] == 0x50, line[4] == 0x2F {  // "HTTP/"
             if complete, let status = current?.status, status == 401 || status == 407 { answeredChallenges += 1 }
-            current = ResponseHeadParser.statusLine(text)
+            current = ResponseHeadParser.statusLine(String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self))
             complete = false
             return false
         }
         guard current != nil else { return false }
-        if text.first == " " || text.first == "\t", let last = current!.headers.indices.last {
+        if line[0] == 0x20 || line[0] == 0x09 {
             // obsolete line folding: append to the previous value
-            var fields = Array(current!.headers)
-            fields[last].value += " " + text.trimmingSpaces()
-            current!.headers = HeaderFields(fields)
+            let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
+            if let last = current!.headers.indices.last {
+                var fields = Array(current!.headers)
+                fields[last].value += " " + text.trimmingSpaces()
+                current!.headers = HeaderFields(fields)
+            }
             return false
         }
-        guard let colon = text.firstIndex(of: ":") else { return false }
-        current!.headers.add(String(text[..<colon]), text[text.index(after: colon)...].trimmingSpaces())
+        guard let colon = (0..<end).first(where: { line[$0] == 0x3A }) else { return false }
+        var valueStart = colon + 1
+        while valueStart < end, line[valueStart] == 0x20 || line[valueStart] == 0x09 { valueStart += 1 }
+        var valueEnd = end
+        while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 { valueEnd -= 1 }
+        current!.headers.add(String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self),
+                             String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
         return false
     }
 

@@ -155,12 +155,14 @@ struct ChallengeHookTests {
 
     @Test("credential from password_env and from ${VAR}", arguments: ["password_env", "${}"])
     func environmentCredential(form: String) async throws {
+        // The environment is handed to the loader, never set with setenv: other tests spawn processes
+        // concurrently, and setenv racing Process.run's copy of environ crashes the test process.
         let name = "HOOKPROXY_IT4_PW_\(UUID().uuidString.prefix(8))"
-        setenv(name, Self.password, 1)
-        defer { unsetenv(name) }
+        var environment = ProcessInfo.processInfo.environment
+        environment[name] = Self.password
         let key = form == "password_env" ? "password_env: \(name)" : "password: \"${\(name)}\""
         let rules = Self.rule("{ action: use_credential, schemes: [basic], username: \(Self.user), \(key) }")
-        try await with(rules, environment: ProcessInfo.processInfo.environment) { origin, proxy in
+        try await with(rules, environment: environment) { origin, proxy in
             let response = try await Hooks.curl(proxy, origin.baseURL + Self.authPath("basic"))
             #expect(response.status == 200)
             let records = await Hooks.records(proxy)

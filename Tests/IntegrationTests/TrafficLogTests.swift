@@ -342,10 +342,8 @@ struct TrafficLogTests {
                 #expect(await proxy.stop() == 0)
                 let line = try #require(LogFiles.jsonlLines(jsonl).first ?? nil)
                 #expect(line["response_body"] as? String == "stored\n")
-                withKnownIssue("a request answered locally (respond/redirect_client) drops its request body unread: ProxyRequestHandler ignores .body in .answeringLocally, so the log has request_body_size 0 and no request_body") {
-                    #expect(line["request_body_size"] as? Int == 13)
-                    #expect(line["request_body"] as? String == "uploaded text")
-                }
+                #expect(line["request_body_size"] as? Int == 13)
+                #expect(line["request_body"] as? String == "uploaded text")
             }
         }
     }

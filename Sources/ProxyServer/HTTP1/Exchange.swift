@@ -498,6 +498,7 @@ final class Exchange: @unchecked Sendable {
             proxy.connections.exchangeEnded()
             awaitingOutcome = nil
         }
+        guard proxy.configuration.recorder != nil else { return }  // --quiet without log files: nothing to build
         let flow = FlowRecord(
             id: proxy.makeFlowID(), start: hop == 0 ? request.start : hopStart, client: request.client,
             request: upstreamHead, url: hopRequest.url.description, upstreamURL: upstreamHead.url.description,

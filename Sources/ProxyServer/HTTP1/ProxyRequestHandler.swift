@@ -64,7 +64,14 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.eventLoop.execute { [self] in
                 ConnectTunnel.open(target: head.uri, handler: self, context: self.context)
             }
-        case (.body, .answeringLocally), (.body, .connectRequested), (_, .tunnelling), (_, .closing):
+        case (.body(let buffer), .answeringLocally(let response, let keepAlive, let events, var request)):
+            request.requestBodySize += buffer.readableBytes
+            if proxy.configuration.captureBodies {
+                if request.requestBody == nil { request.requestBody = CapturedBody() }
+                request.requestBody!.append(buffer, limit: proxy.limits.captureLimit)
+            }
+            state = .answeringLocally(response, keepAlive: keepAlive, events: events, request)
+        case (.body, .connectRequested), (_, .tunnelling), (_, .closing):
             break
         case (.head, _), (.body, .idle), (.end, .idle):
             illegalTransition("request part in state \(state)")
@@ -117,7 +124,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         switch RequestClassifier.classify(nioHead, impliedScheme: impliedScheme, impliedAuthority: impliedAuthority,
-                                          listening: proxy.listeningAddress.withLockedValue { $0 }) {
+                                          listening: proxy.listeningAddress) {
         case .invalid(let message):
             state = .answeringLocally(.text(400, "hookproxy: bad request: \(message)\n"), keepAlive: false, events: [], request)
         case .ownAddress(let path):

@@ -39,8 +39,9 @@ enum RequestClassifier {
 
     static func isOwnAddress(_ url: ProxyURL, listening: (host: String, port: Int)) -> Bool {
         guard url.scheme == "http", url.port == listening.port else { return false }
-        let host = url.host.lowercased()
         let loopback = ["127.0.0.1", "localhost", "::1", "0.0.0.0"]
-        return host == listening.host.lowercased() || (loopback.contains(host) && loopback.contains(listening.host))
+        let host = url.host
+        return host.caseInsensitiveEquals(listening.host)
+            || (loopback.contains { host.caseInsensitiveEquals($0) } && loopback.contains(listening.host))
     }
 }

@@ -10,6 +10,9 @@ struct RequestContext {
     let start: Date
     var clientHead: RequestHead?
     var rules: [String] = []
+    /// The request body read while answering locally (the log records it like any other).
+    var requestBodySize = 0
+    var requestBody: CapturedBody?
 
     init(head: HTTPRequestHead, client: String, start: Date) {
         self.head = head
@@ -33,7 +36,7 @@ struct RequestContext {
             version: HTTPVersionNumber(head.version), headers: HeaderFields(head.headers))
         return FlowRecord(
             id: id, start: start, client: client, request: requestHead,
-            url: clientHead?.url.description ?? head.uri, response: response, responseBodySize: bodySize,
-            responseBody: responseBody, durationMs: Date().timeIntervalSince(start) * 1000, rules: rules, events: events)
+            url: clientHead?.url.description ?? head.uri, response: response, requestBodySize: requestBodySize,
+            responseBodySize: bodySize, requestBody: requestBody, responseBody: responseBody, durationMs: Date().timeIntervalSince(start) * 1000, rules: rules, events: events)
     }
 }
