@@ -72,7 +72,7 @@ let package = Package(
 
         .testTarget(name: "ProxyModelTests", dependencies: ["ProxyModel"]),
         .testTarget(name: "ProxyRulesTests", dependencies: ["ProxyRules", "ProxyModel"]),
-        .testTarget(name: "ProxyLogTests", dependencies: ["ProxyLog", "ProxyModel"]),
+        .testTarget(name: "ProxyLogTests", dependencies: ["ProxyLog", "ProxyModel", "ProxyTestSupport"]),
         .testTarget(name: "ProxyUpstreamTests", dependencies: ["ProxyUpstream", "ProxyModel", "ProxyTestSupport"]),
         .testTarget(name: "ProxyServerTests", dependencies: [
             "ProxyServer", "ProxyModel", "ProxyTestSupport",

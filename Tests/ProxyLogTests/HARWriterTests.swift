@@ -1,5 +1,6 @@
 import Foundation
 import ProxyModel
+import ProxyTestSupport
 import Testing
 @testable import ProxyLog
 

@@ -1,8 +1,8 @@
-/// The HAR 1.2 JSON schema the tests validate against, written from the HAR 1.2 spec
+/// The HAR 1.2 JSON schema the tests (log unit tests and integration tests) validate against, written from the HAR 1.2 spec
 /// (http://www.softwareishard.com/blog/har-12-spec/): required fields per object, their types, -1 allowed only for
 /// the optional timings, and no unknown fields except `comment` and custom ones starting with `_`.
-enum HARSchema {
-    static let json = #"""
+public enum HARSchema {
+    public static let json = #"""
     {
       "$schema": "http://json-schema.org/draft-07/schema#",
       "title": "HAR 1.2",
@@ -143,7 +143,7 @@ enum HARSchema {
 
     /// Validates argv[2] against the schema in argv[1], then reads it with haralyzer (an independent HAR reader)
     /// and prints what the reader saw, one JSON object per entry, for the Swift side to compare.
-    static let checker = #"""
+    public static let checker = #"""
     import base64, json, sys
     import jsonschema
     from haralyzer import HarParser, HarEntry
@@ -171,6 +171,7 @@ enum HARSchema {
             "method": entry.request.method, "url": entry.request.url, "status": entry.status,
             "start": entry.startTime.isoformat(), "time": entry.time,
             "request_headers": [[h["name"], h["value"]] for h in entry.request.headers],
+            "response_headers": [[h["name"], h["value"]] for h in entry.response.headers],
             "query": [[q["name"], q["value"]] for q in entry.request.queryString],
             "mime": entry.response.mimeType, "body_bytes": body_bytes,
             "hookproxy": raw["_hookproxy"],
