@@ -45,9 +45,9 @@ run: build
 # Builds and runs every test (unit, integration through real sockets, rule examples).
 test: deps pydeps
 	swift build --build-tests
+	.build/debug/hookproxy check --rules rules
+	.build/debug/hookproxy check --rules docker/demo-rules
 	swift test --skip-build
-	swift run hookproxy check --rules rules
-	swift run hookproxy check --rules docker/demo-rules
 
 docker-lint:
 	bash docker/lint.sh
