@@ -1,12 +1,6 @@
 /// Hop-by-hop header handling (RFC 9110 §7.6.1): these headers describe one connection and are never forwarded.
 public enum HopByHop {
-    /// Always hop-by-hop, whatever `Connection` says.
-    public static let names: Set<String> = [
-        "connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-        "te", "trailer", "transfer-encoding", "upgrade",
-    ]
-
-    /// The standard list, compared without allocating.
+    /// Always hop-by-hop, whatever `Connection` says (compared without allocating).
     private static let standard = ["connection", "keep-alive", "proxy-connection", "proxy-authorization",
                                    "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"]
 

@@ -239,7 +239,6 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 extension ProxyRequestHandler {
     var isWritable: Bool { context.channel.isWritable }
 
-    func buffer(_ bytes: [UInt8]) -> ByteBuffer { context.channel.allocator.buffer(bytes: bytes) }
 
     func closeConnection() { context.close(promise: nil) }
 
