@@ -68,6 +68,10 @@ struct ProxyTunnelTests {
                 #expect(response.bodyText.hasPrefix("hookproxy: cannot connect to 127.0.0.1:\(port): "), "\(response.bodyText)")
                 #expect(response.bodyText.count > "hookproxy: cannot connect to 127.0.0.1:\(port): ".count + 2, "no reason given")
             }
+            // the failure is logged like any exchange: a CONNECT with its 502
+            let records = await proxy.recorder.waitFor(count: 1)
+            #expect(records.contains { $0.request.method == "CONNECT" && $0.response?.status == 502 },
+                    "\(records.map { "\($0.request.method) \($0.response?.status ?? 0)" })")
             let result = try await curlThrough(proxy, ["https://127.0.0.1:\(port)/"])
             #expect(result.exitCode != 0)
             #expect(result.stderr.contains("502"), "curl names the CONNECT failure: \(result.stderr)")

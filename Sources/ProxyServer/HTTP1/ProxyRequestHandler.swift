@@ -22,7 +22,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         /// The request goes upstream (body still arriving, or response under way).
         case exchanging(Exchange)
         /// A CONNECT head arrived; the tunnel starts at its end.
-        case connectRequested(HTTPRequestHead)
+        case connectRequested(RequestContext)
         /// A CONNECT is being set up or the connection became a tunnel: HTTP handling is over.
         case tunnelling
         /// The connection closes once the last response is out; whatever the client still sends is dropped.
@@ -58,11 +58,11 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             exchange.finishRequestBody()
         case (.end, .answeringLocally(let response, let keepAlive, let events, let request)):
             writeLocal(response, keepAlive: keepAlive, events: events, request: request)
-        case (.end, .connectRequested(let head)):
+        case (.end, .connectRequested(let request)):
             state = .tunnelling
             // Not from inside the decoder's callback: the tunnel replaces the HTTP handlers, the decoder included.
             context.eventLoop.execute { [self] in
-                ConnectTunnel.open(target: head.uri, handler: self, context: self.context)
+                ConnectTunnel.open(request: request, handler: self, context: self.context)
             }
         case (.body(let buffer), .answeringLocally(let response, let keepAlive, let events, var request)):
             request.requestBodySize += buffer.readableBytes
@@ -120,7 +120,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         if nioHead.method == .CONNECT {
-            state = .connectRequested(nioHead)
+            state = .connectRequested(request)
             return
         }
         switch RequestClassifier.classify(nioHead, impliedScheme: impliedScheme, impliedAuthority: impliedAuthority,
@@ -188,12 +188,18 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if close { ended.whenComplete { _ in context.close(promise: nil) } }
     }
 
+    /// hookproxy's own answer to a CONNECT it could not carry out (bad target, connect failure, no interception):
+    /// written, logged, and the connection closed.
+    func answerConnect(_ response: LocalResponse, request: RequestContext) {
+        writeLocal(response, keepAlive: false, events: [], request: request)
+    }
+
     private func writeLocal(_ response: LocalResponse, keepAlive: Bool, events: [HookEvent], request: RequestContext) {
-        state = .idle
         // A refused CONNECT (407) closes: the decoder stops parsing after a CONNECT head, and its body can only be
         // close-delimited (see sendBodyBelowEncoder).
         let isConnect = request.head.method == .CONNECT
         let keepAlive = keepAlive && !isConnect
+        state = keepAlive ? .idle : .closing
         var head = response.head
         if !keepAlive { head.headers.set("Connection", "close") }
         let version = request.head.version

@@ -9,7 +9,8 @@ import ProxyRules
 /// host, and serves what follows as `https://host:port/…` requests through the same pipeline as plain HTTP.
 /// Runs on the client connection's event loop.
 enum Interception {
-    static func start(host: String, target: String, handler: ProxyRequestHandler, context: ChannelHandlerContext) {
+    static func start(host: String, request: RequestContext, handler: ProxyRequestHandler, context: ChannelHandlerContext) {
+        let target = request.head.uri
         let proxy = handler.proxy
         let channel = context.channel
         proxy.interception.context(for: host, on: context.eventLoop).whenComplete { result in
@@ -17,7 +18,7 @@ enum Interception {
             case .failure(let error):
                 let message = "hookproxy: cannot intercept \(target): \(error)"
                 proxy.logger.error("\(message)")
-                ConnectTunnel.answer(.text(502, message + "\n"), handler: handler, close: true)
+                handler.answerConnect(.text(502, message + "\n"), request: request)
             case .success(let sslContext):
                 let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: 200, reasonPhrase: "Connection Established"))
                 handler.send(.head(head))

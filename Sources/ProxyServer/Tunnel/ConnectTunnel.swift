@@ -8,15 +8,16 @@ import ProxyUpstream
 /// `CONNECT host:port`: opens a TCP connection to the target, answers 200, and splices the two connections.
 /// A failed connect answers 502 naming the target and the reason. Runs on the client connection's event loop.
 enum ConnectTunnel {
-    static func open(target: String, handler: ProxyRequestHandler, context: ChannelHandlerContext) {
+    static func open(request: RequestContext, handler: ProxyRequestHandler, context: ChannelHandlerContext) {
+        let target = request.head.uri
         let proxy = handler.proxy
         guard let (host, port) = ProxyURL.splitAuthority(Substring(target), defaultPort: 443), target.contains(":") || target.hasPrefix("[") else {
-            answer(.text(400, "hookproxy: bad request: CONNECT target must be host:port, got '\(target.prefix(200))'\n"),
-                   handler: handler, close: true)
+            handler.answerConnect(.text(400, "hookproxy: bad request: CONNECT target must be host:port, got '\(target.prefix(200))'\n"),
+                                  request: request)
             return
         }
         if proxy.intercepts(host: host, port: port) {
-            Interception.start(host: host, target: target, handler: handler, context: context)
+            Interception.start(host: host, request: request, handler: handler, context: context)
             return
         }
         warnIfTrustCannotApply(host: host, port: port, proxy: proxy)
@@ -29,7 +30,7 @@ enum ConnectTunnel {
                 case .failure(let error):
                     let message = (error as? ProxyError)?.message ?? "hookproxy: cannot connect to \(target): \(error)"
                     proxy.logger.warning("CONNECT \(target): \(message) after \(ContinuousClock.now - started)")
-                    answer(.text(502, message + "\n"), handler: handler, close: true)
+                    handler.answerConnect(.text(502, message + "\n"), request: request)
                 }
             }
     }
@@ -85,13 +86,5 @@ enum ConnectTunnel {
         if first {
             proxy.logger.warning("trust rule '\(trust.rule)' cannot apply to \(host):\(port): the client's CONNECT is a blind tunnel (hookproxy is not the TLS client); intercept the host (--intercept or intercept: true) to apply it")
         }
-    }
-
-    static func answer(_ response: LocalResponse, handler: ProxyRequestHandler, close: Bool) {
-        var head = response.head
-        if close { head.headers.set("Connection", "close") }
-        handler.send(.head(head.nioHead(version: .http1_1)))
-        handler.sendBodyBelowEncoder(response.body)
-        handler.sendEnd().whenComplete { _ in if close { handler.closeConnection() } }
     }
 }
