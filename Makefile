@@ -10,7 +10,7 @@ ARGS ?=
 PYVENV := .build/pyvenv
 PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0
 
-.PHONY: deps pydeps build run test check bench docker-lint clean
+.PHONY: deps pydeps build run test check bench docker-lint clean fuzz
 
 # Installs the system libraries hookproxy links (and the tools its tests use) when missing.
 deps:
@@ -42,12 +42,16 @@ build: deps
 run: build
 	"$$(swift build $(SWIFT_BUILD_FLAGS) --show-bin-path)/hookproxy" run --rules $(RULES) $(ARGS)
 
+# How many tests run at once. Swift Testing otherwise starts every test together: ~300 socket tests, each with its
+# own proxy threads, on 2 cores, so every bounded wait inside a test competed with the whole suite's work.
+TEST_WIDTH ?= $(shell echo $$(( $$(nproc) * 4 )))
+
 # Builds and runs every test (unit, integration through real sockets, rule examples).
 test: deps pydeps
 	swift build --build-tests
 	.build/debug/hookproxy check --rules rules
 	.build/debug/hookproxy check --rules docker/demo-rules
-	swift test --skip-build
+	swift test --skip-build --experimental-maximum-parallelization-width $(TEST_WIDTH)
 
 docker-lint:
 	bash docker/lint.sh
@@ -57,3 +61,31 @@ bench: deps
 
 clean:
 	rm -rf .build
+
+# Coverage-guided fuzzing (libFuzzer + AddressSanitizer), see Fuzz/README.md. Builds the package in Fuzz/ into
+# .build-fuzz (never .build), then runs each target for FUZZ_SECONDS from its seed corpus Fuzz/corpus/TARGET.
+# New corpus entries go to .build-fuzz/corpus/TARGET, crash inputs to .build-fuzz/artifacts/. Fails if any target
+# crashes (all targets still run).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= fuzz-rules fuzz-request fuzz-response-head fuzz-logs fuzz-url
+FUZZ_FLAGS ?=
+FUZZ_SCRATCH := .build-fuzz
+fuzz: deps
+	swift build --package-path Fuzz --scratch-path $(FUZZ_SCRATCH) -c debug -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
+	@mkdir -p $(FUZZ_SCRATCH)/artifacts; failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_SCRATCH)/corpus/$$t; \
+		echo "== $$t: $(FUZZ_SECONDS) s (log: $(FUZZ_SCRATCH)/$$t.log)"; \
+		ASAN_OPTIONS=detect_leaks=0 $(FUZZ_SCRATCH)/debug/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=25 \
+			-rss_limit_mb=4096 -detect_leaks=0 -print_final_stats=1 -dict=Fuzz/dict/$$t.dict \
+			-artifact_prefix=$(FUZZ_SCRATCH)/artifacts/$$t- $(FUZZ_FLAGS) \
+			$(FUZZ_SCRATCH)/corpus/$$t Fuzz/corpus/$$t > $(FUZZ_SCRATCH)/$$t.log 2>&1; \
+		rc=$$?; grep -E '^#[0-9]+ +DONE|^stat::number_of_executed_units|^Done [0-9]+ runs' $(FUZZ_SCRATCH)/$$t.log; \
+		if [ $$rc -ne 0 ]; then \
+			failed="$$failed $$t"; echo "$$t FAILED (exit $$rc):"; \
+			grep -E -A12 'ERROR: libFuzzer|ERROR: AddressSanitizer|Fatal error|fuzz invariant' $(FUZZ_SCRATCH)/$$t.log | head -40; \
+			grep -E 'Test unit written to' $(FUZZ_SCRATCH)/$$t.log; \
+		fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: crashes in:$$failed (inputs in $(FUZZ_SCRATCH)/artifacts/)"; exit 1; fi; \
+	echo "fuzz: no crash in $(FUZZ_SECONDS) s per target"

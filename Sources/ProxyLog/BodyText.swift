@@ -36,7 +36,9 @@ public struct BodyText: Sendable, Hashable {
 
     static func kind(of contentType: String?) -> Kind {
         guard let contentType else { return .unknown }
-        let mime = contentType.split(separator: ";")[0].trimmingCharacters(in: .whitespaces).lowercased()
+        // `Content-Type: ;` (or an empty value) has no media type: `split` would return no parts at all.
+        let mediaType = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        let mime = mediaType.trimmingCharacters(in: .whitespaces).lowercased()
         if mime.isEmpty { return .unknown }
         if mime.hasPrefix("text/") || mime.hasSuffix("+json") || mime.hasSuffix("+xml") { return .textual }
         let textual: Set<String> = [

@@ -45,8 +45,42 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
         self.init(scheme: scheme, host: host, port: port, path: path, query: query)
     }
 
-    /// `host` and `port` from `host[:port]` or `[v6]:port`; nil when malformed.
+    /// `host` and `port` from `host[:port]` or `[v6]:port`; nil when malformed: the host must be a registered name
+    /// of letters, digits, `-`, `.`, `_` and `~` (RFC 3986 reg-name without percent-encoding and sub-delimiters) or
+    /// a bracketed IPv6 literal, so that rules match exactly the host libcurl will connect to
+    /// (`evil.com#.example.com` is refused, not matched as `*.example.com`).
     public static func splitAuthority(_ authority: Substring, defaultPort: Int) -> (String, Int)? {
+        guard let (host, port) = splitAuthorityUnchecked(authority, defaultPort: defaultPort),
+              isValidHost(host, bracketed: authority.hasPrefix("[")) else { return nil }
+        return (host, port)
+    }
+
+    /// Whether `host` is a registered name (`bracketed == false`) or an IPv6 literal (`true`) hookproxy forwards to.
+    public static func isValidHost(_ host: String, bracketed: Bool) -> Bool {
+        guard !host.isEmpty, host.utf8.count <= 255 else { return false }
+        if bracketed {
+            return host.contains(":") && host.utf8.allSatisfy { byte in
+                byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".") || isHexDigit(byte)
+            }
+        }
+        return host.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                 UInt8(ascii: "~"):
+                true
+            default:
+                false
+            }
+        }
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+    }
+
+    private static func splitAuthorityUnchecked(_ authority: Substring, defaultPort: Int) -> (String, Int)? {
         guard !authority.isEmpty else { return nil }
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { return nil }

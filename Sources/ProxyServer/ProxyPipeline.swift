@@ -22,10 +22,14 @@ enum ProxyPipeline {
         var limits = NIOHTTPDecoderLimitConfiguration()
         limits.maxHeaderListSize = context.limits.maxHeaderBytes
         limits.maxHeaderFieldSize = context.limits.maxHeaderBytes
+        // An upgrade configuration with no upgraders: nothing is ever upgraded, but NIO then builds the decoder to
+        // forward, rather than drop, what it holds when it is removed — the bytes a client sends right after its
+        // CONNECT. The (upgrader-less) upgrade handler steps out at the first request.
         try pipeline.configureHTTPServerPipeline(
             withPipeliningAssistance: true,
+            withServerUpgrade: (upgraders: [], completionHandler: { _ in }),
             withErrorHandling: false,
-            withOutboundHeaderValidation: false,
+            withOutboundHeaderValidation: true,
             withEncoderConfiguration: .init(),
             withDecoderLimitConfiguration: limits
         )

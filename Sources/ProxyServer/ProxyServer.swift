@@ -22,7 +22,7 @@ public final class ProxyServer: Sendable {
         do {
             try context.certificateAuthority.loadIfPresent()
         } catch {
-            context.engine.shutdown()
+            await context.engine.shutdown()
             try? await context.transformPool.shutdownGracefully()
             throw ProxyStartError(error.description)
         }
@@ -41,7 +41,7 @@ public final class ProxyServer: Sendable {
         do {
             channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         } catch {
-            context.engine.shutdown()
+            await context.engine.shutdown()
             try? await context.transformPool.shutdownGracefully()
             try? await group.shutdownGracefully()
             throw ProxyStartError("hookproxy: cannot listen on \(configuration.host):\(configuration.port): \(error)")
@@ -81,7 +81,7 @@ public final class ProxyServer: Sendable {
         for channel in context.connections.openChannels {
             try? await channel.close()
         }
-        context.engine.shutdown()
+        await context.engine.shutdown()
         try? await context.transformPool.shutdownGracefully()
         context.configuration.recorder?.close()
         let refused = context.interceptionRefusals.withLockedValue { $0 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs the real `/usr/bin/curl` binary, as a user would. Any thread.
 public enum CurlCLI {
@@ -51,27 +52,36 @@ public enum CurlCLI {
             try? await Task.sleep(for: .milliseconds(10))
         }
         process.waitUntilExit()
-        let out = stdoutData.wait(), err = stderrData.wait()
+        let out = await stdoutData.wait(), err = await stderrData.wait()
         return Result(exitCode: timedOut ? -1 : process.terminationStatus, stdout: Array(out),
                       stderr: String(decoding: err, as: UTF8.self), timedOut: timedOut)
     }
 }
 
-/// Reads a pipe to its end on a dedicated thread.
-private final class PipeDrain: @unchecked Sendable {
-    private var data = Data()
-    private let done = DispatchSemaphore(value: 0)
+/// Reads a pipe to its end on a dedicated thread; `wait` suspends (never blocks a pool thread) until then.
+private final class PipeDrain: Sendable {
+    private let state = Mutex<(data: Data?, waiter: CheckedContinuation<Data, Never>?)>((nil, nil))
 
     init(_ handle: FileHandle) {
         Thread.detachNewThread { [self] in
-            data = Data(PipeReading.readAll(handle))
-            done.signal()
+            let data = Data(PipeReading.readAll(handle))
+            let waiter = state.withLock { state in
+                state.data = data
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(returning: data)
         }
     }
 
-    /// Waits for end of file (bounded: the writer has exited or been killed by then).
-    func wait() -> Data {
-        _ = done.wait(timeout: .now() + 10)
-        return data
+    /// Suspends until end of file (the writer has exited or been killed by then).
+    func wait() async -> Data {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Data? in
+                if state.data == nil { state.waiter = continuation }
+                return state.data
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
     }
 }

@@ -62,6 +62,26 @@ extension OriginHandler {
                     text: "head-test body\n")
         case "hang":
             break  // never answered; the connection stays open until the client or shutdown closes it
+        case "held":
+            // answered once the test calls `release(key)`: a deterministic "slow" response
+            let key = request.query["key"] ?? ""
+            let first = request.query["first"]
+            if let first {
+                writeHead(context: context, status: 200, headers: [("Content-Type", "text/plain")], contentLength: nil,
+                          chunked: true)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: first)))), promise: nil)
+            }
+            let answer = NIOLoopBound({ [self] in
+                guard active else { return }
+                if first != nil {
+                    context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "released\n")))), promise: nil)
+                    finish(context: context)
+                } else {
+                    respond(context: context, method: method, status: 200, text: "slow head\n")
+                }
+            }, eventLoop: context.eventLoop)
+            let loop = context.eventLoop
+            configuration.recorder.hold(key) { loop.execute { answer.value() } }
         case "slow-head":
             let delay = request.query["ms"].flatMap(Int64.init) ?? 1000
             context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) { [self] in

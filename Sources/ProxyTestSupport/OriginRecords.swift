@@ -58,6 +58,9 @@ final class OriginRecorder: Sendable {
         var digestNonces: Set<String> = []
         var digestSuccesses = 0
         var openChannels: [Int: any ChannelCloser] = [:]
+        /// `/held?key=K` responses waiting for `release(K)`, and the keys already released.
+        var held: [String: [@Sendable () -> Void]] = [:]
+        var released: Set<String> = []
     }
 
     let state = Mutex(State())
@@ -88,6 +91,25 @@ final class OriginRecorder: Sendable {
 
     func record(_ request: RecordedRequest) {
         state.withLock { $0.requests.append(request) }
+    }
+
+    /// Runs `answer` once `key` is released (at once if it already was). Any thread.
+    func hold(_ key: String, _ answer: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.released.contains(key) { return true }
+            state.held[key, default: []].append(answer)
+            return false
+        }
+        if now { answer() }
+    }
+
+    /// Releases every response held under `key`, now and later. Any thread.
+    func release(_ key: String) {
+        let waiting = state.withLock { state -> [@Sendable () -> Void] in
+            state.released.insert(key)
+            return state.held.removeValue(forKey: key) ?? []
+        }
+        for answer in waiting { answer() }
     }
 }
 

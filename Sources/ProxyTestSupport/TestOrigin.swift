@@ -21,6 +21,9 @@ import NIOSSL
 /// - `/close-mid-body/N` — declares Content-Length N, sends N/2 pattern bytes, closes the connection.
 /// - `/hang` — reads the request and never answers (until the client leaves or `shutdown()`).
 /// - `/slow-head?ms=M` — waits M ms (default 1000), then 200 `slow head\n`.
+/// - `/held?key=K` — waits until the test calls `release("K")` (at once if it already did), then 200 `slow head\n`.
+///   With `&first=TEXT`: a chunked 200 whose first chunk `TEXT` goes out at once; `released\n` and the end follow
+///   the release. Deterministic where a timer would guess how slow the machine is.
 /// - `/redirect?to=URL&status=30x` — that status (default 302) with `Location: URL` (percent-decoded).
 /// - `/redirect-chain/N` — 302 to `/redirect-chain/N-1`; `/redirect-chain/0` is 200 `chain done\n`.
 /// - `/redirect-loop` — 302 to itself.
@@ -141,6 +144,8 @@ public final class TestOrigin: Sendable {
     public var requestBytesReceived: Int { recorder.state.withLock { $0.connections.reduce(0) { $0 + $1.bytesReceived } } }
     /// Whether any connection received any request byte (false after a trust rejection).
     public var receivedAnyRequestBytes: Bool { requestBytesReceived > 0 }
+    /// Lets every `/held?key=K` response go (now and for later requests).
+    public func release(_ key: String) { recorder.release(key) }
     /// How many Digest answers verified.
     public var digestSuccesses: Int { recorder.state.withLock { $0.digestSuccesses } }
 }

@@ -19,7 +19,8 @@ public final class UpstreamEngine: @unchecked Sendable {
     public let settings: UpstreamSettings
     private let multi: UnsafeMutableRawPointer
     private let commands = Mutex<[Command]>([])
-    private let stopped = DispatchSemaphore(value: 0)
+    /// Whether the curl thread has ended, and who waits for it.
+    private let stopState = Mutex<(stopped: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
     private let isRunning = Atomic<Bool>(true)
 
     // curl-thread state
@@ -49,11 +50,22 @@ public final class UpstreamEngine: @unchecked Sendable {
         return transfer
     }
 
-    /// Stops the curl thread after aborting every transfer still running, and waits for it. Any thread but curl's.
-    public func shutdown() {
-        guard isRunning.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        enqueue(.quit)
-        stopped.wait()
+    /// Asks the curl thread to stop (aborting every transfer still running) and returns at once. Any thread.
+    public func stop() {
+        if isRunning.exchange(false, ordering: .acquiringAndReleasing) { enqueue(.quit) }
+    }
+
+    /// Stops the curl thread after aborting every transfer still running, and waits for it without blocking a
+    /// thread (a cooperative thread blocked here would stall every task of the process). Any task; call once or more.
+    public func shutdown() async {
+        stop()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let stopped = stopState.withLock { state -> Bool in
+                if !state.stopped { state.waiters.append(continuation) }
+                return state.stopped
+            }
+            if stopped { continuation.resume() }
+        }
     }
 
     func enqueue(_ command: Command) {
@@ -85,7 +97,11 @@ public final class UpstreamEngine: @unchecked Sendable {
         }
         idleHandles.removeAll()
         curl_multi_cleanup(multi)
-        stopped.signal()
+        let waiters = stopState.withLock { state in
+            state.stopped = true
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     private func add(_ transfer: UpstreamTransfer) {
@@ -130,7 +146,9 @@ public final class UpstreamEngine: @unchecked Sendable {
         transfer.easy = nil
         transfer.state = .finished
         if let outcome {
-            if let head = transfer.headParser.takeForDelivery(), outcome.error == nil || transfer.headParser.complete {
+            // Only a complete head (its empty line seen) is a response: a connection that closed inside the head
+            // is a failure, even when libcurl accepts it.
+            if transfer.headParser.complete, let head = transfer.headParser.takeForDelivery() {
                 transfer.delegate.didReceiveHead(head)
             }
             transfer.delegate.didComplete(outcome)

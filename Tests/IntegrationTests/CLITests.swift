@@ -130,6 +130,7 @@ final class CLIProcess: @unchecked Sendable {
                 while let bytes = PipeReading.readSome(handle) {  // blocks; nil at end of file
                     append(Data(bytes))
                 }
+                state.value.withLock { $0.readersDone += 1 }
             }
         }
         readers = [
@@ -165,6 +166,8 @@ final class CLIProcess: @unchecked Sendable {
         let ended = await eventually(timeout: timeout, interval: .milliseconds(20)) { !self.process.isRunning }
         guard ended else { return nil }
         process.waitUntilExit()
+        // The process has ended, but its last output may still be on the way to the reader threads.
+        _ = await eventually(timeout: .seconds(10), interval: .milliseconds(5)) { state.value.withLock { $0.readersDone == 2 } }
         // The reason matters: a signal death is not exit 0.
         return process.terminationReason == .exit ? process.terminationStatus : -process.terminationStatus
     }
@@ -184,5 +187,5 @@ final class CLIProcess: @unchecked Sendable {
 
 /// What a child process wrote so far. Any thread.
 final class CollectedOutput: Sendable {
-    let value = Mutex<(stdout: [UInt8], stderr: [UInt8])>(([], []))
+    let value = Mutex<(stdout: [UInt8], stderr: [UInt8], readersDone: Int)>(([], [], 0))
 }

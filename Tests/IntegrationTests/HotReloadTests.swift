@@ -107,7 +107,7 @@ struct HotReloadTests {
                 """
                 rules:
                   - name: edit-\(version)
-                    match: { port: \(origin.port), path: "/slow-head" }
+                    match: { port: \(origin.port), path: "/held" }
                     response:
                       set_headers: { X-Rules: "\(version)" }
                       body: { replace: [{ text: "slow", with: "\(version)" }] }
@@ -115,16 +115,19 @@ struct HotReloadTests {
                 """
             }
             try await with(["rules.yaml": rules("v1")]) { directory, watched, proxy in
-                async let inFlight = Hooks.curl(proxy, "\(origin.baseURL)/slow-head?ms=4000")
+                // The first request is held by the origin until the edit applied and a second request saw it.
+                async let inFlight = Hooks.curl(proxy, "\(origin.baseURL)/held?key=in-flight")
                 // The origin has the request (the plan was made) before the edit.
                 let arrived = await eventually(timeout: .seconds(5), interval: .milliseconds(10)) { !origin.requests.isEmpty }
                 #expect(arrived)
                 try directory.write(rules("v2-longer"), to: "rules/rules.yaml")
                 let reloaded = await eventually(timeout: .seconds(5), interval: .milliseconds(10)) { watched.successes >= 1 }
                 #expect(reloaded, "the edit was not picked up")
-                let fresh = try await Hooks.curl(proxy, "\(origin.baseURL)/slow-head?ms=0")
+                origin.release("fresh")
+                let fresh = try await Hooks.curl(proxy, "\(origin.baseURL)/held?key=fresh")
                 #expect(fresh.header("X-Rules") == "v2-longer")
                 #expect(fresh.bodyText == "v2-longer head\n")
+                origin.release("in-flight")
 
                 let old = try await inFlight
                 #expect(old.status == 200)

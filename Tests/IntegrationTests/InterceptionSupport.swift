@@ -239,7 +239,7 @@ final class RunningHookproxy {
         let line = stdout.components(separatedBy: "\n").first { $0.contains("hookproxy listening on") }
         guard started, let line, let url = line.split(separator: " ").last,
               let portText = url.split(separator: ":").last, let port = Int(portText) else {
-            stop()
+            await stop()
             throw TestSupportError("hookproxy did not start: stdout \(stdout) stderr \(stderr)")
         }
         self.port = port
@@ -249,14 +249,14 @@ final class RunningHookproxy {
     var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
     var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
-    /// SIGTERM, then waits (bounded) for the exit; SIGKILL if it does not come. Idempotent.
+    /// SIGTERM, then waits (bounded, without blocking a thread) for the exit; SIGKILL if it does not come.
+    /// Idempotent.
     @discardableResult
-    func stop() -> Int32? {
+    func stop() async -> Int32? {
         if process.isRunning {
             process.terminate()
-            let deadline = Date() + 10
-            while process.isRunning && Date() < deadline { usleep(10_000) }
-            if process.isRunning {
+            let exited = await eventually(timeout: .seconds(10), interval: .milliseconds(10)) { !process.isRunning }
+            if !exited {
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
                 return nil
@@ -266,7 +266,10 @@ final class RunningHookproxy {
         return process.terminationStatus
     }
 
-    deinit { stop() }
+    /// Last resort when a test forgot `stop()`: SIGKILL, never a wait.
+    deinit {
+        if process.processIdentifier != 0, process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
 }
 
 /// Runs `body` with the binary running and always stops it.
@@ -278,10 +281,10 @@ func withRunningHookproxy<T>(_ arguments: [String], in directory: TemporaryDirec
     let running = try await RunningHookproxy(executable: executable, arguments: arguments, directory: directory)
     do {
         let result = try await body(running)
-        running.stop()
+        await running.stop()
         return result
     } catch {
-        running.stop()
+        await running.stop()
         throw error
     }
 }

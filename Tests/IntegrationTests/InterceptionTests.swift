@@ -300,7 +300,7 @@ struct InterceptionTests {
                 let warning = "client rejected hookproxy's certificate for localhost"
                 #expect(await eventually(timeout: .seconds(5)) { hookproxy.stderr.contains(warning) },
                         "\(hookproxy.stderr)")
-                let status = hookproxy.stop()
+                let status = await hookproxy.stop()
                 #expect(status == 0)
                 let stderr = hookproxy.stderr
                 #expect(occurrences(of: warning, in: stderr) == 1, "\(stderr)")

@@ -24,7 +24,7 @@ import Testing
         }
     }
 
-    @Test func fileIsValidAfterSIGKILLMidStream() throws {
+    @Test func fileIsValidAfterSIGKILLMidStream() async throws {
         let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         let path = TestFiles.directory().appendingPathComponent("killed.har").path
         var previous = 0
@@ -39,10 +39,12 @@ import Testing
             child.standardError = FileHandle.nullDevice
             try child.run()
             // let it write a while (a different amount each round), then kill it without warning
+            // (measured from this round's starting size: a late wake-up must not make a later round's goal met already)
+            func size() -> Int { (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0 }
             let deadline = Date().addingTimeInterval(20)
-            let target = previous + 200 + round * 150
-            while Date() < deadline, ((try? Data(contentsOf: URL(fileURLWithPath: path)))?.count ?? 0) < target * 900 {
-                Thread.sleep(forTimeInterval: 0.01)
+            let target = size() + (200 + round * 150) * 900
+            while Date() < deadline, size() < target {
+                try await Task.sleep(for: .milliseconds(10))  // never Thread.sleep: it holds a pool thread
             }
             kill(child.processIdentifier, SIGKILL)
             child.waitUntilExit()

@@ -17,11 +17,11 @@ struct UpstreamEngineTests {
         do {
             try await body(engine, origin)
         } catch {
-            engine.shutdown()
+            await engine.shutdown()
             try await origin.shutdown()
             throw error
         }
-        engine.shutdown()
+        await engine.shutdown()
         try await origin.shutdown()
     }
 
@@ -157,7 +157,7 @@ struct UpstreamEngineTests {
         let port = closed.port
         try await closed.shutdown()
         let engine = UpstreamEngine()
-        defer { engine.shutdown() }
+        defer { engine.stop() }
         let delegate = TestDelegate()
         engine.start("GET", "http://127.0.0.1:\(port)/echo", delegate: delegate)
         let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
@@ -170,7 +170,7 @@ struct UpstreamEngineTests {
 
     @Test func unknownHostIsDNSFailed() async throws {
         let engine = UpstreamEngine()
-        defer { engine.shutdown() }
+        defer { engine.stop() }
         let delegate = TestDelegate()
         engine.start("GET", "http://no-such-host.invalid/", delegate: delegate)
         let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(30)))
@@ -288,7 +288,7 @@ struct UpstreamProxyEngineTests {
             try await TestOrigin.with { target in
                 let settings = UpstreamSettings(upstreamProxy: "http://up:pw@127.0.0.1:\(proxy.port)")
                 let engine = UpstreamEngine(settings: settings)
-                defer { engine.shutdown() }
+                defer { engine.stop() }
                 let delegate = TestDelegate()
                 engine.start("GET", "\(target.baseURL)/bytes/1000", settings: settings, delegate: delegate)
                 let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
@@ -307,7 +307,7 @@ struct UpstreamProxyEngineTests {
             try await TestOrigin.with(tls: ca.identity([ca.leaf, ca.intermediate])) { target in
                 let settings = UpstreamSettings(upstreamProxy: "http://up:pw@127.0.0.1:\(proxy.port)")
                 let engine = UpstreamEngine(settings: settings)
-                defer { engine.shutdown() }
+                defer { engine.stop() }
                 let delegate = TestDelegate()
                 engine.start("GET", "https://localhost:\(target.port)/echo", settings: settings, delegate: delegate)
                 let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))

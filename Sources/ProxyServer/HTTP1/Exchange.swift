@@ -72,7 +72,7 @@ final class Exchange: @unchecked Sendable {
     private var recorded = false
 
     init(proxy: ProxyContext, handler: ProxyRequestHandler, eventLoop: any EventLoop, rules: RuleSet,
-         clientHead: RequestHead, nioHead: HTTPRequestHead, plan: FlowPlan, request: RequestContext) {
+         clientHead: RequestHead, nioHead: HTTPRequestHead, keepAlive: Bool, plan: FlowPlan, request: RequestContext) {
         self.proxy = proxy
         self.handler = handler
         self.eventLoop = eventLoop
@@ -87,7 +87,7 @@ final class Exchange: @unchecked Sendable {
         upstreamHead.headers.remove("Expect")
         plan.editRequest(&upstreamHead)
         self.upstreamHead = upstreamHead
-        self.closeAfterResponse = !nioHead.isKeepAlive
+        self.closeAfterResponse = !keepAlive
         if proxy.configuration.captureBodies {
             requestCapture = CapturedBody()
             responseCapture = CapturedBody()
@@ -265,8 +265,16 @@ final class Exchange: @unchecked Sendable {
         if wrote { self.handler?.flush() }
     }
 
-    private func receive(_ head: ResponseHead) {
+    private func receive(_ upstream: ResponseHead) {
         guard case .awaitingHead = responseMode else { return }
+        var head = upstream
+        if let problem = ResponseFraming.sanitize(&head) {
+            // Never forwarded: the client could read a second response out of it. Dropping the transfer also drops
+            // its upstream connection (RFC 9112 §6.3).
+            transfer?.cancel()
+            fail(ProxyError(.upstreamFailed, "hookproxy: bad response from \(upstreamHead.url.authority): \(problem)"))
+            return
+        }
         if let decision = HookDecisions.onHead(head, exchange: self) {
             apply(decision, to: head)
             return
@@ -302,7 +310,7 @@ final class Exchange: @unchecked Sendable {
     private func end(_ outcome: UpstreamOutcome) {
         switch responseMode {
         case .awaitingHead:
-            fail(outcome.error ?? ProxyError(.upstreamFailed, "hookproxy: no response from \(upstreamHead.url.authority)"), outcome: outcome)
+            fail(outcome.error ?? ProxyError(.upstreamClosed, "hookproxy: upstream closed the connection \(upstreamHead.url.authority): before a complete response head"), outcome: outcome)
         case .streaming:
             if let error = outcome.error {
                 // The head is out: all the client can learn is that the body ended early.

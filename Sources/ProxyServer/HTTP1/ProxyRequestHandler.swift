@@ -37,6 +37,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var context: ChannelHandlerContext!
     private var readPaused = false
     private var readPending = false
+    /// The current request ends this connection's use (an `Upgrade` hookproxy does not carry): once it is read,
+    /// reading stops for good, so whatever the client sends after it cannot pile up in the stopped decoder.
+    private var closesAfterRequest = false
 
     init(context: ProxyContext, impliedScheme: String = "http", impliedAuthority: String? = nil) {
         self.proxy = context
@@ -55,8 +58,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.body(let buffer), .exchanging(let exchange)):
             exchange.receiveRequestBody(buffer)
         case (.end, .exchanging(let exchange)):
+            if closesAfterRequest { pauseReading() }
             exchange.finishRequestBody()
         case (.end, .answeringLocally(let response, let keepAlive, let events, let request)):
+            if closesAfterRequest { pauseReading() }
             writeLocal(response, keepAlive: keepAlive, events: events, request: request)
         case (.end, .connectRequested(let request)):
             state = .tunnelling
@@ -114,9 +119,15 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func receive(_ nioHead: HTTPRequestHead) {
         let request = RequestContext(head: nioHead, client: context.remoteAddress?.description ?? "?", start: Date())
+        // An `Upgrade` that hookproxy does not carry: NIO's decoder stops parsing after such a request, so the
+        // request is answered (forwarded without the upgrade, or locally) and the connection closes; nothing read
+        // after it is kept.
+        let upgrade = nioHead.headers.contains(name: "upgrade")
+        if upgrade { closesAfterRequest = true }
+        let keepAlive = nioHead.isKeepAlive && !upgrade
         if let refusal = checkProxyAuth(nioHead) {
             // NIO frames any answer to CONNECT as bodiless: close instead, so the client knows where it ends
-            state = .answeringLocally(refusal, keepAlive: nioHead.isKeepAlive && nioHead.method != .CONNECT, events: [], request)
+            state = .answeringLocally(refusal, keepAlive: keepAlive && nioHead.method != .CONNECT, events: [], request)
             return
         }
         if nioHead.method == .CONNECT {
@@ -128,18 +139,18 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .invalid(let message):
             state = .answeringLocally(.text(400, "hookproxy: bad request: \(message)\n"), keepAlive: false, events: [], request)
         case .ownAddress(let path):
-            state = .answeringLocally(OnboardingPage.response(for: path, ca: proxy.certificateAuthority), keepAlive: nioHead.isKeepAlive, events: [], request)
+            state = .answeringLocally(OnboardingPage.response(for: path, ca: proxy.certificateAuthority), keepAlive: keepAlive, events: [], request)
         case .forward(let clientHead):
-            startExchange(clientHead, nioHead: nioHead, request: request)
+            startExchange(clientHead, nioHead: nioHead, keepAlive: keepAlive, request: request)
         }
     }
 
-    private func startExchange(_ clientHead: RequestHead, nioHead: HTTPRequestHead, request: RequestContext) {
+    private func startExchange(_ clientHead: RequestHead, nioHead: HTTPRequestHead, keepAlive: Bool, request: RequestContext) {
         let rules = proxy.currentRules
         var plan = rules.plan(for: clientHead)
         if impliedAuthority != nil { plan.events.insert(HookEvent(hook: .intercept, action: "intercepted"), at: 0) }
         if let local = plan.localResponse {
-            state = .answeringLocally(local, keepAlive: nioHead.isKeepAlive, events: plan.events,
+            state = .answeringLocally(local, keepAlive: keepAlive, events: plan.events,
                                       request.with(clientHead: clientHead, plan: plan))
             return
         }
@@ -149,13 +160,17 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             flush()
         }
         let exchange = Exchange(proxy: proxy, handler: self, eventLoop: context.eventLoop, rules: rules, clientHead: clientHead,
-                                nioHead: nioHead, plan: plan, request: request.with(clientHead: clientHead, plan: plan))
+                                nioHead: nioHead, keepAlive: keepAlive, plan: plan,
+                                request: request.with(clientHead: clientHead, plan: plan))
         state = .exchanging(exchange)
         exchange.start()
     }
 
+    /// `--proxy-auth`: the client's CONNECT (or plain proxy request) must carry the credentials. Requests inside an
+    /// intercepted tunnel are not asked again: the CONNECT that opened it was checked, and clients never send
+    /// Proxy-Authorization inside TLS.
     private func checkProxyAuth(_ head: HTTPRequestHead) -> LocalResponse? {
-        guard let credentials = proxy.configuration.proxyAuth else { return nil }
+        guard impliedAuthority == nil, let credentials = proxy.configuration.proxyAuth else { return nil }
         if let header = head.headers.first(name: "proxy-authorization"), ProxyAuth.matches(header, credentials) {
             return nil
         }
@@ -182,7 +197,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func exchangeFinished(_ exchange: Exchange, close: Bool, endAlreadySent: Bool = false) {
         guard case .exchanging(let current) = state, current === exchange else { return }
         state = close ? .closing : .idle
-        resumeReading()
+        if !close { resumeReading() }
         let context = self.context!
         let ended = endAlreadySent ? context.eventLoop.makeSucceededVoidFuture() : sendEnd()
         if close { ended.whenComplete { _ in context.close(promise: nil) } }
@@ -224,16 +239,26 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                                     responseBody: captured))
     }
 
-    /// Hands the connection to a tunnel: removes every HTTP handler (this one last).
-    func removeHTTPHandlers() throws {
+    /// Hands the connection to a tunnel, after the 200 went out: removes the HTTP handlers (this one included),
+    /// lets `install` add what serves the tunnel, and removes the request decoder last, so bytes the client sent
+    /// right after its CONNECT (before it read the 200) flow into what `install` added instead of being dropped.
+    func becomeTunnel(install: (ChannelPipeline.SynchronousOperations) throws -> Void) throws {
         let pipeline = context.pipeline.syncOperations
-        for handler in [try pipeline.handler(type: ProtocolErrorHandler.self) as any RemovableChannelHandler,
-                        try pipeline.handler(type: HTTPServerPipelineHandler.self),
-                        try pipeline.handler(type: HTTPResponseEncoder.self),
-                        try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)] {
-            pipeline.removeHandler(handler, promise: nil)
-        }
+        let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+        var others: [any RemovableChannelHandler] = [try pipeline.handler(type: ProtocolErrorHandler.self),
+                                                     try pipeline.handler(type: HTTPServerPipelineHandler.self),
+                                                     try pipeline.handler(type: HTTPResponseEncoder.self)]
+        if let validator = try? pipeline.handler(type: NIOHTTPResponseHeadersValidator.self) { others.append(validator) }
+        if let upgrader = try? pipeline.handler(type: HTTPServerUpgradeHandler.self) { others.append(upgrader) }
+        for handler in others { pipeline.removeHandler(handler, promise: nil) }
         pipeline.removeHandler(self, promise: nil)
+        try install(pipeline)
+        // The decoder hands over its leftovers as a read with no read-complete after it, and what `install` added
+        // may act only at read-complete (the glue flushes then): complete the read once the decoder is gone.
+        let channel = context.channel
+        let removed = channel.eventLoop.makePromise(of: Void.self)
+        pipeline.removeHandler(decoder, promise: removed)
+        removed.futureResult.whenSuccess { channel.pipeline.fireChannelReadComplete() }
     }
 
     private func illegalTransition(_ what: String) {
@@ -246,7 +271,20 @@ extension ProxyRequestHandler {
     var isWritable: Bool { context.channel.isWritable }
 
 
-    func closeConnection() { context.close(promise: nil) }
+    /// Closes the connection once everything written so far is on the wire (a plain `close` would drop queued
+    /// writes: the head and body bytes of a response whose upstream died mid-body). No clean end is written, so
+    /// the client can tell the body is incomplete.
+    func closeConnection() {
+        let context = self.context!
+        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
+            context.close(promise: nil)
+            return
+        }
+        // A zero-length write below the HTTP encoder completes after every write queued before it.
+        encoder.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
 
     /// The body of a response to CONNECT that refuses it (400, 407, 502). NIO's response encoder frames every
     /// response to CONNECT without a body (right for the 2xx that starts a tunnel) and drops body writes, so the

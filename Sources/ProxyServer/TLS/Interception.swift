@@ -25,12 +25,12 @@ enum Interception {
                 handler.sendEnd().whenComplete { written in
                     guard case .success = written else { return }
                     do {
-                        try handler.removeHTTPHandlers()
-                        let pipeline = channel.pipeline.syncOperations
-                        try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
-                        try pipeline.addHandler(InterceptionWatcher(host: host, proxy: proxy))
-                        try ProxyPipeline.addHTTPHandlers(to: pipeline, context: proxy, impliedScheme: "https",
-                                                          impliedAuthority: target)
+                        try handler.becomeTunnel { pipeline in
+                            try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
+                            try pipeline.addHandler(InterceptionWatcher(host: host, proxy: proxy))
+                            try ProxyPipeline.addHTTPHandlers(to: pipeline, context: proxy, impliedScheme: "https",
+                                                              impliedAuthority: target)
+                        }
                     } catch {
                         proxy.logger.error("CONNECT \(target): cannot start interception: \(error)")
                         channel.close(promise: nil)

@@ -62,9 +62,8 @@ enum ConnectTunnel {
             }
             do {
                 let (local, remote) = GlueHandler.matchedPair()
-                try handler.removeHTTPHandlers()
-                try client.pipeline.syncOperations.addHandler(local)
                 try upstream.pipeline.syncOperations.addHandler(remote)
+                try handler.becomeTunnel { pipeline in try pipeline.addHandler(local) }
                 // The upstream was connected with autoRead off so nothing is read before the glue is in place;
                 // turning it on now issues the first read and keeps reading (each read gated by the glue).
                 try upstream.syncOptions?.setOption(.autoRead, value: true)

@@ -31,8 +31,25 @@ final class GlueHandler: ChannelDuplexHandler {
 
     private func partnerWrite(_ data: NIOAny) { context?.write(data, promise: nil) }
     private func partnerFlush() { context?.flush() }
-    private func partnerWriteEOF() { context?.close(mode: .output, promise: nil) }
-    private func partnerCloseFull() { context?.close(promise: nil) }
+    /// Half-closes this side once everything queued for it is written.
+    private func partnerWriteEOF() {
+        afterQueuedWrites { channel in channel.close(mode: .output, promise: nil) }
+    }
+
+    /// Closes this side once everything queued for it is written: a plain `close` drops queued writes, and a slow
+    /// client would lose the tail of a download whose upstream just closed.
+    private func partnerCloseFull() {
+        afterQueuedWrites { channel in channel.close(promise: nil) }
+    }
+
+    /// Runs `body` when every write queued so far has completed (a zero-length write completes after them).
+    private func afterQueuedWrites(_ body: @escaping (any Channel) -> Void) {
+        guard let context else { return }
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
+            body(channel)
+        }
+    }
     private var partnerWritable: Bool { context?.channel.isWritable ?? false }
 
     private func partnerBecameWritable() {

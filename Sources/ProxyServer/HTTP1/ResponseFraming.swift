@@ -1,0 +1,62 @@
+import ProxyModel
+
+/// Makes an upstream response head safe to forward: its framing must describe exactly the bytes the client will
+/// get, and every field must be one the client can parse as the proxy meant it.
+///
+/// libcurl de-chunks a chunked body and hands hookproxy the bare bytes; the client gets them re-framed by NIO's
+/// encoder (chunked for HTTP/1.1, close-delimited for 1.0) unless a single, valid Content-Length remains. So:
+/// - any `Transfer-Encoding` (chunked or not, with or without Content-Length): every Content-Length goes, because
+///   curl did not honour it (RFC 9112 §6.3: Transfer-Encoding overrides Content-Length);
+/// - several Content-Length values that differ, or one that is not a number: the framing is invalid, and a proxy
+///   must answer 502 and drop the upstream connection (RFC 9112 §6.3, item 5);
+/// - equal repeated values (`Content-Length: 5, 5`): kept as one;
+/// - a field name that is not a token, or a value holding CR, LF or NUL (RFC 9110 §5.5): 502, never forwarded.
+/// A pure function of the head; any thread.
+enum ResponseFraming {
+    /// Rewrites `head` in place; returns why it cannot be forwarded at all (then nothing was changed that matters).
+    static func sanitize(_ head: inout ResponseHead) -> String? {
+        for field in head.headers {
+            if !isToken(field.name) { return "invalid header name '\(printable(field.name))'" }
+            if field.value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
+                return "invalid value of header '\(field.name)' (CR, LF or NUL)"
+            }
+        }
+        if head.headers.contains("transfer-encoding") {
+            head.headers.remove("content-length")
+            return nil
+        }
+        let declared = head.headers.values(for: "content-length")
+        guard !declared.isEmpty else { return nil }
+        var length: String?
+        for value in declared {
+            for part in value.split(separator: ",", omittingEmptySubsequences: false) {
+                let number = part.trimmingSpaces()
+                guard !number.isEmpty, number.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), number.utf8.count <= 18 else {
+                    return "invalid Content-Length '\(printable(value))'"
+                }
+                let normalized = String(Int(number) ?? 0)
+                if let length, length != normalized { return "conflicting Content-Length values (\(declared.joined(separator: ", ")))" }
+                length = normalized
+            }
+        }
+        if let length, declared.count > 1 || declared[0] != length { head.headers.set("Content-Length", length) }
+        return nil
+    }
+
+    /// RFC 9110 §5.6.2 token characters.
+    static func isToken(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            default:
+                "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+        }
+    }
+
+    private static func printable(_ text: String) -> String {
+        String(text.unicodeScalars.prefix(80).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+    }
+}

@@ -1,0 +1,258 @@
+import Foundation
+import ProxyRules
+import ProxyServer
+import ProxyTestSupport
+import Testing
+
+/// Issue 11: what misbehaving upstreams and hostile clients do to the proxy, through real sockets. Each test failed
+/// on the main before its fix. Upstreams that misbehave on purpose are `MisbehavingOrigin`s (raw bytes, closes,
+/// resets); clients are `RawClient` (raw bytes) or the real curl binary.
+@Suite("hardening: misbehaving upstreams and hostile clients (issue 11)", .timeLimit(.minutes(3)))
+struct HardeningTests {
+    static func head(_ lines: String...) -> String { lines.joined(separator: "\r\n") + "\r\n\r\n" }
+
+    /// Sends `GET http://origin/x` on a fresh raw connection and returns the parsed response.
+    func get(_ proxy: ProxyHarness, _ origin: MisbehavingOrigin, path: String = "/x") async throws -> RawClient.Response {
+        try await withRawClient(proxy) { client in
+            try await client.send(rawRequest("GET \(origin.baseURL)\(path) HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"]))
+            return try await client.readResponse()
+        }
+    }
+
+    // MARK: 2. response splitting: the framing the client sees describes exactly the bytes it gets
+
+    @Test("Content-Length: 0 with Transfer-Encoding: chunked: the client gets the de-chunked body re-framed, and no second response")
+    func contentLengthZeroWithChunked() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", "Content-Length: 0", "Transfer-Encoding: chunked")
+                                                      + "5\r\nhello\r\n0\r\n\r\n")]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    let request = rawRequest("GET \(origin.baseURL)/a HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"])
+                    try await client.send(request)
+                    let first = try await client.readResponse()
+                    #expect(first.status == 200)
+                    #expect(first.header("Content-Length") == nil, "\(first.rawHead)")
+                    #expect(first.bodyText == "hello")
+                    // The next answer on this connection parses as a response of its own: nothing was smuggled.
+                    try await client.send(request)
+                    let second = try await client.readResponse()
+                    #expect(second.status == 200)
+                    #expect(second.bodyText == "hello")
+                }
+            }
+        }
+    }
+
+    @Test("two different Content-Lengths: 502, never forwarded")
+    func conflictingContentLengths() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", "Content-Length: 5", "Content-Length: 10") + "helloworld")]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let response = try await get(proxy, origin)
+                #expect(response.status == 502)
+                #expect(response.bodyText.hasPrefix("hookproxy: "), "\(response.bodyText)")
+                #expect(response.bodyText.contains("127.0.0.1:\(origin.port)"), "\(response.bodyText)")
+            }
+        }
+    }
+
+    @Test("an unknown Transfer-Encoding with a Content-Length: the upstream's Content-Length is not forwarded")
+    func unknownTransferEncodingWithLength() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", "Transfer-Encoding: x-custom", "Content-Length: 3") + "abcdefgh"), .close]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    try await client.send(rawRequest("GET \(origin.baseURL)/a HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)", "Connection: close"]))
+                    let bytes = String(decoding: try await client.readToEOF(), as: UTF8.self)
+                    let head = bytes.components(separatedBy: "\r\n\r\n").first ?? ""
+                    #expect(!head.lowercased().contains("content-length: 3"), "\(head)")
+                    // Whatever arrived is framed by the proxy itself (chunked, or an answer of its own).
+                    #expect(head.lowercased().contains("transfer-encoding: chunked") || head.contains(" 502 "), "\(bytes)")
+                }
+            }
+        }
+    }
+
+    @Test("a header value with a bare CR: 502", arguments: ["X-Bad: a\rb", "X-Bad: a\0b"])
+    func bareCarriageReturn(_ line: String) async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", line, "Content-Length: 2") + "ok")]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let response = try await get(proxy, origin)
+                #expect(response.status == 502, "\(response.rawHead)")
+                #expect(!response.rawHead.contains("X-Bad"))
+            }
+        }
+    }
+
+    // MARK: 16. an upstream dying mid-body
+
+    @Test("an origin that closes after 1,000 of 100,000 promised bytes: the client gets the head, the 1,000 bytes, then a close")
+    func closeMidContentLength() async throws {
+        let body = [UInt8](repeating: 0x61, count: 1000)
+        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", "Content-Length: 100000")), .send(body), .close]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    try await client.send(rawRequest("GET \(origin.baseURL)/a HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"]))
+                    let bytes = try await client.readToEOF()
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    #expect(text.hasPrefix("HTTP/1.1 200"), "\(text.prefix(300))")
+                    let start = try #require(bytes.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound, "no head: \(text.prefix(300))")
+                    #expect(Array(bytes[start...]) == body)
+                }
+                let records = await proxy.recorder.waitFor(count: 1)
+                #expect(records.first?.error?.contains("127.0.0.1:\(origin.port)") == true, "\(records.map(\.error))")
+            }
+        }
+    }
+
+    @Test("an origin that closes mid-chunk: the client gets the head and the bytes, and no terminating chunk")
+    func closeMidChunk() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", "Transfer-Encoding: chunked") + "3e8\r\n"),
+                                                .send([UInt8](repeating: 0x62, count: 500)), .close]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    try await client.send(rawRequest("GET \(origin.baseURL)/a HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"]))
+                    let text = String(decoding: try await client.readToEOF(), as: UTF8.self)
+                    #expect(text.hasPrefix("HTTP/1.1 200"), "\(text.prefix(300))")
+                    #expect(text.contains(String(repeating: "b", count: 500)), "\(text.prefix(300))")
+                    #expect(!text.hasSuffix("0\r\n\r\n"))
+                }
+            }
+        }
+    }
+
+    @Test("an origin that closes before or inside the head: 502 naming the host and curl's reason",
+          arguments: [[MisbehavingOrigin.Step.close], [.text("HTTP/1.1 200 OK\r\nContent-Le"), .close], [.reset]])
+    func closeBeforeHead(_ script: [MisbehavingOrigin.Step]) async throws {
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let response = try await get(proxy, origin)
+                #expect(response.status == 502, "\(response.rawHead)")
+                #expect(response.bodyText.contains("hookproxy: "), "\(response.bodyText)")
+                #expect(response.bodyText.contains("127.0.0.1:\(origin.port)"), "\(response.bodyText)")
+            }
+        }
+    }
+
+    // MARK: 3. an Upgrade the proxy does not carry
+
+    @Test("a request with Connection: Upgrade is answered and the connection closes; bytes sent after it are not kept")
+    func upgradeAnsweredAndClosed() async throws {
+        try await withProxyAndOrigin { proxy, origin in
+            try await withRawClient(proxy) { client in
+                let host = "Host: 127.0.0.1:\(origin.port)"
+                try await client.send(rawRequest("GET \(origin.baseURL)/bytes/10 HTTP/1.1", [host, "Connection: Upgrade", "Upgrade: x"])
+                                      + rawRequest("GET \(origin.baseURL)/bytes/20 HTTP/1.1", [host]))
+                let response = try await client.readResponse()
+                #expect(response.status == 200)
+                #expect(response.body == pattern(count: 10))
+                #expect(response.header("Connection")?.lowercased() == "close", "\(response.rawHead)")
+                // A megabyte more must not pile up: the proxy closes instead of buffering it.
+                try? await client.send([UInt8](repeating: 0x41, count: 1 << 20))
+                #expect(await client.waitForClose(), "the connection stayed open")
+            }
+            try await expectProxyStillServes(proxy, origin)
+        }
+    }
+
+    // MARK: 10. host confusion
+
+    @Test("a Host or CONNECT authority that is not a host name gets 400",
+          arguments: ["evil.com#.example.com", "evil.com?.example.com", "evil.com/.example.com", "a b.example.com",
+                      "evil.com\\@x.example.com"])
+    func hostConfusion(_ host: String) async throws {
+        try await withProxyAndOrigin { proxy, origin in
+            try await withRawClient(proxy) { client in
+                try await client.send(rawRequest("GET /path HTTP/1.1", ["Host: \(host)"]))
+                let response = try await client.readResponse()
+                #expect(response.status == 400, "\(response.rawHead)")
+            }
+            try await withRawClient(proxy) { client in
+                try await client.send(rawRequest("CONNECT \(host):443 HTTP/1.1", ["Host: \(host):443"]))
+                let response = try await client.readResponse(method: "CONNECT")
+                #expect(response.status == 400, "\(response.rawHead)")
+            }
+            try await expectProxyStillServes(proxy, origin)
+        }
+    }
+
+    // MARK: 11. tunnel data
+
+    @Test("a blind tunnel delivers every byte to a slow client after the upstream closes")
+    func tunnelKeepsTheTailForASlowClient() async throws {
+        let size = 4 * 1024 * 1024
+        let payload = pattern(count: size)
+        try await MisbehavingOrigin.with([.send(payload), .close]) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    try await client.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n"
+                                          + "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                    let connect = try await client.readResponse(method: "CONNECT")
+                    #expect(connect.status == 200)
+                    var received: [UInt8] = []
+                    for _ in 0..<100_000 where received.count < size && !client.sawEOF {
+                        received += try await client.read(atLeast: 1)
+                        try await Task.sleep(for: .milliseconds(2))  // a slow reader
+                    }
+                    received += try await client.readToEOF()
+                    #expect(received.count == size)
+                    #expect(received == payload)
+                }
+            }
+        }
+    }
+
+    @Test("bytes a client sends right after CONNECT, before reading the 200, reach the upstream")
+    func earlyTunnelBytes() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", "Content-Length: 5") + "early")]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    try await client.send("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\n\r\n"
+                                          + "GET /inside HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                    let connect = try await client.readResponse(method: "CONNECT")
+                    #expect(connect.status == 200)
+                    let inside = try await client.readResponse()
+                    #expect(inside.bodyText == "early")
+                }
+                #expect(String(decoding: origin.received, as: UTF8.self).hasPrefix("GET /inside HTTP/1.1\r\n"))
+            }
+        }
+    }
+
+    // MARK: 12. --proxy-auth and interception
+
+    @Test("--proxy-auth authenticates the CONNECT only: requests inside an intercepted tunnel are served")
+    func proxyAuthWithInterception() async throws {
+        let ca = TestCA.shared
+        let directory = try TemporaryDirectory()
+        let root = try directory.writePEM([ca.root], to: "R.pem")
+        let store = try Hooks.store(directory, """
+            rules:
+              - name: trust-test-root
+                match: { host: localhost }
+                trust: { ca_file: \(root) }
+
+            """)
+        try await withOrigin(tls: ca.identity([ca.leaf, ca.intermediate])) { origin in
+            try await withHookProxy(rules: store, { configuration in
+                configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
+                configuration.caDirectory = directory.path + "/ca"
+                configuration.proxyAuth = ProxyCredentials("user:secret")
+            }) { proxy in
+                let authority = try proxy.server.certificateAuthority()
+                let url = "https://localhost:\(origin.port)/head-test"
+                let refused = try await Hooks.curl(proxy, url, ["--cacert", authority.certificatePath])
+                #expect(refused.status == 407 || refused.exitCode != 0)
+                let served = try await Hooks.curl(proxy, url, ["--cacert", authority.certificatePath, "--proxy-user", "user:secret"])
+                #expect(served.exitCode == 0, "\(served.stderr)")
+                #expect(served.status == 200)
+                #expect(served.bodyText == "head-test body\n")
+            }
+        }
+    }
+}
