@@ -16,6 +16,12 @@ public protocol BodyTransforming: Sendable {
     /// Returns the new body, with `headers` fixed (Content-Encoding removed when decoded, Content-Length corrected),
     /// and notes for the log (e.g. why a JSON path was impossible).
     func apply(to body: [UInt8], headers: inout HeaderFields) -> (body: [UInt8], notes: [String])
+    /// The names of the rules whose steps this applies, for warnings that must name them.
+    var ruleNames: [String] { get }
+}
+
+extension BodyTransforming {
+    public var ruleNames: [String] { [] }
 }
 
 /// What the rules decided for one request. Made once per exchange from one RuleSet snapshot.

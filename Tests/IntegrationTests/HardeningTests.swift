@@ -256,3 +256,111 @@ struct HardeningTests {
         }
     }
 }
+
+/// Issue 11, items 1, 5, 6, 17: crashes and stalls reachable from request and response bodies.
+@Suite("hardening: bodies (issue 11)", .timeLimit(.minutes(3)))
+struct HardeningBodyTests {
+    @Test("Content-Type ';' on a response and on a request (the 407 path included) with --har and --jsonl: logged, no crash")
+    func emptyContentTypeIsLogged() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(HardeningTests.head("HTTP/1.1 200 OK", "Content-Type: ;", "Content-Length: 5") + "hello")]
+        try await MisbehavingOrigin.with(script) { origin in
+            let directory = try TemporaryDirectory()
+            _ = try directory.write("rules: []\n", to: "rules/empty.yaml")
+            let har = directory.path + "/t.har", jsonl = directory.path + "/t.jsonl"
+            try await HookproxyProcess.with(["run", "--listen", "127.0.0.1:0", "--rules", directory.path + "/rules",
+                                             "--har", har, "--jsonl", jsonl], directory: directory) { proxy in
+                let response = try await proxy.curl("\(origin.baseURL)/a")
+                #expect(response.bodyText == "hello")
+                let upload = try await proxy.curl("\(origin.baseURL)/b", ["-H", "Content-Type: ;", "--data-binary", "body"])
+                #expect(upload.status == 200)
+                #expect(await LogFiles.waitForJSONL(jsonl, count: 2).count == 2)
+                #expect(await LogFiles.waitForHAR(har, count: 2).count == 2)
+                #expect(proxy.process.isRunning)
+            }
+            try await HookproxyProcess.with(["run", "--listen", "127.0.0.1:0", "--rules", directory.path + "/rules",
+                                             "--jsonl", jsonl + ".2", "--proxy-auth", "u:p"], directory: directory) { proxy in
+                let refused = try await proxy.curl("\(origin.baseURL)/c", ["-H", "Content-Type: ;", "--data-binary", "body"])
+                #expect(refused.status == 407)
+                #expect(await LogFiles.waitForJSONL(jsonl + ".2", count: 1).count == 1)
+                #expect(proxy.process.isRunning)
+            }
+        }
+    }
+
+    @Test("a 1-byte-chunked upload under a request body rule, through the 407 path too: no quadratic copy on the event loop")
+    func oneByteChunkedUpload() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try Hooks.store(directory, """
+            rules:
+              - name: body-edit
+                match: { path: "/echo" }
+                request: { body: { replace: [{ text: "x", with: "y" }] } }
+
+            """)
+        let count = 200_000
+        let wire = String(repeating: "1\r\nx\r\n", count: count) + "0\r\n\r\n"
+        try await withOrigin { origin in
+            try await withHookProxy(rules: store, { $0.limits.bodyLimit = 1 << 20 }) { proxy in
+                try await withRawClient(proxy, readTimeout: .seconds(60)) { client in
+                    try await client.send(rawRequest("POST \(origin.baseURL)/echo HTTP/1.1",
+                                                     ["Host: 127.0.0.1:\(origin.port)", "Transfer-Encoding: chunked"]) + wire)
+                    let response = try await client.readResponse()
+                    #expect(response.status == 200)
+                    #expect(response.body == [UInt8](repeating: UInt8(ascii: "y"), count: count))
+                }
+            }
+            try await withHookProxy(rules: store, { $0.proxyAuth = ProxyCredentials("u:p") }) { proxy in
+                try await withRawClient(proxy, readTimeout: .seconds(60)) { client in
+                    try await client.send(rawRequest("POST \(origin.baseURL)/echo HTTP/1.1",
+                                                     ["Host: 127.0.0.1:\(origin.port)", "Transfer-Encoding: chunked"]) + wire)
+                    let response = try await client.readResponse()
+                    #expect(response.status == 407)
+                }
+            }
+        }
+    }
+
+    @Test("an upstream that answers 413 before the upload ends: a client that writes its whole body first gets the 413")
+    func earlyAnswerToAnUpload() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(HardeningTests.head("HTTP/1.1 413 Payload Too Large", "Content-Length: 9") + "too large"), .hang]
+        try await MisbehavingOrigin.with(script, answerEarly: true) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy, readTimeout: .seconds(30)) { client in
+                    let size = 8 << 20
+                    try await client.send(rawRequest("POST \(origin.baseURL)/upload HTTP/1.1",
+                                                     ["Host: 127.0.0.1:\(origin.port)", "Content-Length: \(size)"]))
+                    try await client.send([UInt8](repeating: 0x7A, count: size))  // the whole body before reading
+                    let response = try await client.readResponse()
+                    #expect(response.status == 413)
+                    #expect(response.bodyText == "too large")
+                }
+            }
+        }
+    }
+
+    @Test("a body over --body-limit that a transform wanted streams unchanged, and stderr names the rule, the URL and the limit")
+    func overLimitWarning() async throws {
+        try await withOrigin { origin in
+            let directory = try TemporaryDirectory()
+            _ = try directory.write("""
+                rules:
+                  - name: big-body-edit
+                    match: { path: "/echo" }
+                    request: { body: { replace: [{ text: "a", with: "b" }] } }
+                    response: { body: { replace: [{ text: "a", with: "c" }] } }
+
+                """, to: "rules/r.yaml")
+            try await HookproxyProcess.with(["run", "--listen", "127.0.0.1:0", "--rules", directory.path + "/rules",
+                                             "--body-limit", "1KiB"], directory: directory) { proxy in
+                let body = String(repeating: "a", count: 4096)
+                let response = try await proxy.curl("\(origin.baseURL)/echo", ["--data-binary", body])
+                #expect(response.bodyText == body)
+                let warned = await eventually(timeout: .seconds(10)) {
+                    proxy.stderr.contains("request body of POST \(origin.baseURL)/echo is over --body-limit (1024 bytes): rule 'big-body-edit'")
+                        && proxy.stderr.contains("response body of POST \(origin.baseURL)/echo is over --body-limit (1024 bytes): rule 'big-body-edit'")
+                }
+                #expect(warned, "\(proxy.stderr)")
+            }
+        }
+    }
+}

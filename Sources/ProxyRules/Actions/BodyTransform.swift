@@ -37,6 +37,8 @@ public enum BodyTransformLimits {
 struct BodyTransformChain: BodyTransforming {
     var steps: [BodyTransformStep]
 
+    var ruleNames: [String] { steps.map(\.rule) }
+
     func apply(to body: [UInt8], headers: inout HeaderFields) -> (body: [UInt8], notes: [String]) {
         var notes: [String] = []
         var current = body

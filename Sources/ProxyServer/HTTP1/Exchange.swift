@@ -11,21 +11,13 @@ import ProxyUpstream
 ///
 /// Event-loop bound (it is `Sendable` only so the bridge's callbacks can be scheduled back onto its loop).
 final class Exchange: @unchecked Sendable {
-    /// How the client's request body travels.
-    enum RequestBodyMode {
-        /// Straight to the transfer as it arrives.
-        case streaming
-        /// Kept whole until its end, for a request body transform.
-        case buffering([ByteBuffer], bytes: Int)
-    }
-
     /// What the current hop's response is doing.
     enum ResponseMode {
         case awaitingHead
         /// The head is out; body bytes go to the client as they come.
         case streaming
-        /// The final response waits whole for a response body transform.
-        case transforming(ResponseHead, [ByteBuffer], bytes: Int)
+        /// The final response waits whole (in `responseBuffer`) for a response body transform.
+        case transforming(ResponseHead)
         /// A 3xx being followed: its body is dropped, and the next hop starts when it ends.
         case following(RequestHead, bodyKept: Bool)
         /// hookproxy answered the client itself (block, cancel, error); the transfer's rest is ignored.
@@ -54,15 +46,19 @@ final class Exchange: @unchecked Sendable {
     private var follower: RedirectFollower?
 
     // request body
-    private var requestMode = RequestBodyMode.streaming
-    private var replay: [ByteBuffer]? = nil
-    private var replayBytes = 0
+    /// The request body kept whole for a request body transform; nil while it streams straight to the transfer.
+    private var requestBuffer: BufferedBody?
+    /// The request body kept for replaying it to a followed redirect's next hop; nil when none may be needed or it
+    /// grew past --body-limit.
+    private var replay: BufferedBody?
+    private var replayBytes: Int { replay?.byteCount ?? 0 }
     private var requestComplete = false
     private var requestBodySize = 0
     private var requestCapture: CapturedBody?
 
     // response
     private var responseMode = ResponseMode.awaitingHead
+    private var responseBuffer: BufferedBody
     private var responseHead: ResponseHead?
     private var responseBodySize = 0
     private var responseCapture: CapturedBody?
@@ -88,6 +84,7 @@ final class Exchange: @unchecked Sendable {
         plan.editRequest(&upstreamHead)
         self.upstreamHead = upstreamHead
         self.closeAfterResponse = !keepAlive
+        self.responseBuffer = BufferedBody(limit: proxy.limits.bodyLimit)
         if proxy.configuration.captureBodies {
             requestCapture = CapturedBody()
             responseCapture = CapturedBody()
@@ -113,9 +110,9 @@ final class Exchange: @unchecked Sendable {
 
     func start() {
         proxy.connections.exchangeStarted()
-        if follower != nil && requestHasBody { replay = [] }
+        if follower != nil && requestHasBody { replay = BufferedBody(limit: proxy.limits.bodyLimit) }
         if plan.requestBodyTransform != nil && requestHasBody {
-            requestMode = .buffering([], bytes: 0)
+            requestBuffer = BufferedBody(limit: proxy.limits.bodyLimit)
             return
         }
         startTransfer(body: requestFraming, delayMs: plan.delayMs)
@@ -152,25 +149,25 @@ final class Exchange: @unchecked Sendable {
     func receiveRequestBody(_ buffer: ByteBuffer) {
         requestBodySize += buffer.readableBytes
         requestCapture?.append(buffer, limit: proxy.limits.captureLimit)
-        if replay != nil {
-            replayBytes += buffer.readableBytes
-            if replayBytes > proxy.limits.bodyLimit { replay = nil } else { replay!.append(buffer) }
+        if replay?.append(buffer) == false { replay = nil }
+        if requestBuffer != nil {
+            guard requestBuffer?.append(buffer) == false, let kept = requestBuffer else { return }
+            requestBuffer = nil
+            warnOverBodyLimit("request", transform: plan.requestBodyTransform)
+            hopEvents.append(HookEvent(hook: .body, action: "request body over --body-limit", detail: "sent unchanged"))
+            startTransfer(body: requestFraming)
+            for chunk in kept.chunks { push(chunk) }
+            return
         }
-        switch requestMode {
-        case .buffering(var chunks, let bytes):
-            chunks.append(buffer)
-            if bytes + buffer.readableBytes > proxy.limits.bodyLimit {
-                hopEvents.append(HookEvent(hook: .body, action: "request body over --body-limit", detail: "sent unchanged"))
-                requestMode = .streaming
-                startTransfer(body: requestFraming)
-                for chunk in chunks { push(chunk) }
-            } else {
-                requestMode = .buffering(chunks, bytes: bytes + buffer.readableBytes)
-            }
-        case .streaming:
-            guard hop == 0, !responseComplete else { return }
-            push(buffer)
-        }
+        guard hop == 0, !responseComplete else { return }
+        push(buffer)
+    }
+
+    /// SPEC: a body over --body-limit that a transform wanted streams unchanged, with a warning on stderr naming the
+    /// rules, the URL and the limit.
+    private func warnOverBodyLimit(_ direction: String, transform: (any BodyTransforming)?) {
+        let rules = (transform?.ruleNames ?? []).map { "'\($0)'" }.joined(separator: ", ")
+        proxy.logger.warning("\(direction) body of \(clientHead.method) \(clientHead.url) is over --body-limit (\(proxy.limits.bodyLimit) bytes): rule \(rules) skipped, body sent unchanged")
     }
 
     private func push(_ buffer: ByteBuffer) {
@@ -182,26 +179,26 @@ final class Exchange: @unchecked Sendable {
 
     func finishRequestBody() {
         requestComplete = true
-        switch requestMode {
-        case .buffering(let chunks, _):
-            requestMode = .streaming
-            transformRequestBody(chunks)
-        case .streaming:
-            if hop == 0, let bridge, bridge.endRequest() { transfer?.resume() }
+        if let kept = requestBuffer {
+            requestBuffer = nil
+            transformRequestBody(kept)
+        } else if hop == 0, let bridge, bridge.endRequest() {
+            transfer?.resume()
         }
         if responseComplete { finishConnectionUse(endAlreadySent: true) }
     }
 
-    private func transformRequestBody(_ chunks: [ByteBuffer]) {
+    private func transformRequestBody(_ kept: BufferedBody) {
         guard let transform = plan.requestBodyTransform else { return }
-        var bytes: [UInt8] = []
-        for chunk in chunks { bytes.append(contentsOf: chunk.readableBytesView) }
+        let bytes = kept.joined()
         let headers = upstreamHead.headers
         proxy.transformPool.runIfActive(eventLoop: eventLoop) { () -> ([UInt8], HeaderFields, [String]) in
             var headers = headers
             let (body, notes) = transform.apply(to: bytes, headers: &headers)
             return (body, headers, notes)
         }.whenComplete { [self] result in
+            // The client may have left while the transform ran: then no transfer starts (nothing would drain it).
+            guard handler != nil, !responseComplete else { return }
             guard case .success(let (body, headers, notes)) = result else {
                 fail(ProxyError(.internalError, "hookproxy: request body transform failed for \(clientHead.url.authority)"))
                 return
@@ -210,7 +207,10 @@ final class Exchange: @unchecked Sendable {
             upstreamHead.headers.remove("Transfer-Encoding")
             upstreamHead.headers.set("Content-Length", String(body.count))
             hopEvents += notes.map { HookEvent(hook: .body, action: "request body", detail: $0) }
-            if replay != nil { replay = [ByteBuffer(bytes: body)]; replayBytes = body.count }
+            if replay != nil {
+                replay = BufferedBody(limit: Int.max)
+                replay?.append(ByteBuffer(bytes: body))
+            }
             startTransfer(body: .length(Int64(body.count)), delayMs: plan.delayMs, prefill: [ByteBuffer(bytes: body)])
         }
     }
@@ -281,7 +281,7 @@ final class Exchange: @unchecked Sendable {
         }
         if plan.responseBodyTransform != nil, hop == 0 || follower != nil,
            ResponseHead.hasBody(status: head.status, requestMethod: clientHead.method) {
-            responseMode = .transforming(head, [], bytes: 0)
+            responseMode = .transforming(head)
             return
         }
         writeHead(head)
@@ -292,16 +292,15 @@ final class Exchange: @unchecked Sendable {
         switch responseMode {
         case .streaming:
             writeBody(buffer)
-        case .transforming(let head, var chunks, let bytes):
-            chunks.append(buffer)
-            if bytes + buffer.readableBytes > proxy.limits.bodyLimit {
-                hopEvents.append(HookEvent(hook: .body, action: "response body over --body-limit", detail: "streamed unchanged"))
-                writeHead(head)
-                responseMode = .streaming
-                for chunk in chunks { writeBody(chunk) }
-            } else {
-                responseMode = .transforming(head, chunks, bytes: bytes + buffer.readableBytes)
-            }
+        case .transforming(let head):
+            guard !responseBuffer.append(buffer) else { return }
+            warnOverBodyLimit("response", transform: plan.responseBodyTransform)
+            hopEvents.append(HookEvent(hook: .body, action: "response body over --body-limit", detail: "streamed unchanged"))
+            writeHead(head)
+            responseMode = .streaming
+            let kept = responseBuffer.chunks
+            responseBuffer = BufferedBody(limit: 0)
+            for chunk in kept { writeBody(chunk) }
         case .awaitingHead, .following, .answered:
             break
         }
@@ -321,12 +320,12 @@ final class Exchange: @unchecked Sendable {
                 return
             }
             completeResponse(outcome: outcome)
-        case .transforming(let head, let chunks, _):
+        case .transforming(let head):
             if let error = outcome.error {
                 fail(error, outcome: outcome)
                 return
             }
-            transformResponse(head, chunks, outcome: outcome)
+            transformResponse(head, outcome: outcome)
         case .following(let next, let bodyKept):
             record(response: pendingRedirectHead, outcome: outcome, final: false)
             startNextHop(next, bodyKept: bodyKept)
@@ -335,10 +334,10 @@ final class Exchange: @unchecked Sendable {
         }
     }
 
-    private func transformResponse(_ head: ResponseHead, _ chunks: [ByteBuffer], outcome: UpstreamOutcome) {
+    private func transformResponse(_ head: ResponseHead, outcome: UpstreamOutcome) {
         guard let transform = plan.responseBodyTransform else { return }
-        var bytes: [UInt8] = []
-        for chunk in chunks { bytes.append(contentsOf: chunk.readableBytesView) }
+        let bytes = responseBuffer.joined()
+        responseBuffer = BufferedBody(limit: 0)
         proxy.transformPool.runIfActive(eventLoop: eventLoop) { () -> ([UInt8], HeaderFields, [String]) in
             var headers = head.headers
             let (body, notes) = transform.apply(to: bytes, headers: &headers)
@@ -373,6 +372,7 @@ final class Exchange: @unchecked Sendable {
             responseMode = .streaming
         case .follow(let next, let bodyKept):
             if bodyKept && requestHasBody && replay == nil {
+                transfer?.cancel()
                 fail(ProxyError(.bodyTooLarge, "hookproxy: cannot follow the redirect from \(hopRequest.url.authority): the request body was larger than --body-limit (\(proxy.limits.bodyLimit) bytes) and cannot be replayed"))
                 return
             }
@@ -402,8 +402,8 @@ final class Exchange: @unchecked Sendable {
         var head = next
         hopPlan.editRequest(&head)
         upstreamHead = head
-        if bodyKept, let replay, !replay.isEmpty {
-            startTransfer(body: .length(Int64(replayBytes)), prefill: replay)
+        if bodyKept, let replay, replay.byteCount > 0 {
+            startTransfer(body: .length(Int64(replay.byteCount)), prefill: replay.chunks)
         } else {
             upstreamHead.headers.remove("Content-Length")
             startTransfer(body: .none)
@@ -469,7 +469,10 @@ final class Exchange: @unchecked Sendable {
         if requestComplete || closeAfterResponse {
             finishConnectionUse(endAlreadySent: false)
         } else {
+            // The upstream answered before the request body was done (a 413 to an upload, say): the rest of the
+            // body is read and dropped, so a client that writes its whole body before reading gets its answer.
             _ = handler?.sendEnd()
+            handler?.resumeReading()
         }
     }
 

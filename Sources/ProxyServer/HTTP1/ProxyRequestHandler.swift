@@ -70,6 +70,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 ConnectTunnel.open(request: request, handler: self, context: self.context)
             }
         case (.body(let buffer), .answeringLocally(let response, let keepAlive, let events, var request)):
+            // Drop the state's own copy first: `request` is then the only owner of its captured body, and appending
+            // does not copy it for every part (quadratic on the event loop for a 1-byte-chunked body).
+            state = .closing
             request.requestBodySize += buffer.readableBytes
             if proxy.configuration.captureBodies {
                 if request.requestBody == nil { request.requestBody = CapturedBody() }
