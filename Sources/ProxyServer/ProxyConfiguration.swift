@@ -15,14 +15,23 @@ public struct ProxyLimits: Sendable, Hashable {
     public var captureLimit: Int
     /// How long shutdown waits for exchanges in flight, in milliseconds.
     public var shutdownGraceMs: Int
+    /// `--header-timeout`: a client connection waiting for a request (a new one, one between keep-alive requests, an
+    /// intercepted tunnel's TLS handshake) must deliver a complete request head within this, or it is closed.
+    public var headerTimeoutMs: Int
+    /// `--idle-timeout` on the client side: a client that sends nothing while its request body is due, or reads
+    /// nothing while a response waits for it, for this long is disconnected (its upstream transfer cancelled).
+    public var clientIdleTimeoutMs: Int
 
     public init(maxHeaderBytes: Int = 64 * 1024, maxConnections: Int = 1024, bodyLimit: Int = 16 * 1024 * 1024,
-                captureLimit: Int = 1024 * 1024, shutdownGraceMs: Int = 5000) {
+                captureLimit: Int = 1024 * 1024, shutdownGraceMs: Int = 5000, headerTimeoutMs: Int = 30_000,
+                clientIdleTimeoutMs: Int = 60_000) {
         self.maxHeaderBytes = maxHeaderBytes
         self.maxConnections = maxConnections
         self.bodyLimit = bodyLimit
         self.captureLimit = captureLimit
         self.shutdownGraceMs = shutdownGraceMs
+        self.headerTimeoutMs = headerTimeoutMs
+        self.clientIdleTimeoutMs = clientIdleTimeoutMs
     }
 }
 

@@ -14,6 +14,10 @@ enum ProxyPipeline {
             return
         }
         channel.closeFuture.whenComplete { _ in context.connections.remove(channel) }
+        // First in the pipeline, so it sees the raw bytes (TLS included) both ways; the request handler decides
+        // what a silence means (ProxyRequestHandler.userInboundEventTriggered).
+        let idle = TimeAmount.milliseconds(Int64(context.limits.clientIdleTimeoutMs))
+        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle, writeTimeout: idle))
         try addHTTPHandlers(to: channel.pipeline.syncOperations, context: context)
     }
 

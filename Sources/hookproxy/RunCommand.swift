@@ -62,8 +62,11 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Upstream connect timeout (seconds or 500ms).")
     var connectTimeout: String = "10s"
 
-    @Option(name: .long, help: "Upstream idle timeout: no bytes either way for this long ends the exchange (504).")
+    @Option(name: .long, help: "Idle timeout: no bytes either way for this long ends the exchange (504 from a silent upstream; a client that stops sending or reading is disconnected).")
     var idleTimeout: String = "60s"
+
+    @Option(name: .long, help: "A client connection must send a complete request head (TLS handshake included) within this (30s).")
+    var headerTimeout: String = "30s"
 
     func validate() throws {
         if quiet && verbose { throw ValidationError("--quiet and --verbose exclude each other") }
@@ -73,6 +76,7 @@ struct RunCommand: AsyncParsableCommand {
         _ = try CommandLineValues.bytes(bodyLimit, flag: "--body-limit")
         _ = try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout")
         _ = try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout")
+        _ = try CommandLineValues.milliseconds(headerTimeout, flag: "--header-timeout")
         for glob in intercept where HostGlob(glob) == nil {
             throw ValidationError("--intercept takes a host glob such as '*.example.com', got '\(glob)'")
         }
@@ -95,6 +99,8 @@ struct RunCommand: AsyncParsableCommand {
         limits.maxConnections = maxConnections
         limits.captureLimit = try CommandLineValues.bytes(captureLimit, flag: "--capture-limit")
         limits.bodyLimit = try CommandLineValues.bytes(bodyLimit, flag: "--body-limit")
+        limits.headerTimeoutMs = try CommandLineValues.milliseconds(headerTimeout, flag: "--header-timeout")
+        limits.clientIdleTimeoutMs = try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout")
         let upstream = UpstreamSettings(
             connectTimeoutMs: try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout"),
             idleTimeoutMs: try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout"),

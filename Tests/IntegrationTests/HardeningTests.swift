@@ -364,3 +364,84 @@ struct HardeningBodyTests {
         }
     }
 }
+
+/// Issue 11, item 4: client-side timeouts. Small limits keep the waits short; every wait is bounded.
+@Suite("hardening: client-side timeouts (issue 11)", .timeLimit(.minutes(3)))
+struct HardeningTimeoutTests {
+    static func configure(_ configuration: inout ProxyConfiguration) {
+        configuration.limits.headerTimeoutMs = 500
+        configuration.limits.clientIdleTimeoutMs = 1000
+    }
+
+    @Test("a silent connection is closed after --header-timeout, freeing its --max-connections slot")
+    func silentConnection() async throws {
+        try await withProxyAndOrigin({ Self.configure(&$0); $0.limits.maxConnections = 1 }) { proxy, origin in
+            try await withRawClient(proxy) { client in
+                #expect(await client.waitForClose(), "the silent connection stayed open")
+            }
+            try await expectProxyStillServes(proxy, origin)
+        }
+    }
+
+    @Test("a client dribbling its request head (slowloris) is closed after --header-timeout")
+    func slowloris() async throws {
+        try await withProxyAndOrigin(Self.configure) { proxy, origin in
+            try await withRawClient(proxy) { client in
+                try await client.send("GET \(origin.baseURL)/bytes/1 HTTP/1.1\r\n")
+                var closed = false
+                for index in 0..<200 where !closed {
+                    do {
+                        try await client.send("X-\(index): y\r\n")
+                    } catch {
+                        closed = true  // the proxy closed: the send failed
+                    }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let cutOff = closed ? true : await client.waitForClose()
+                #expect(cutOff, "the dribbling client was never cut off")
+            }
+        }
+    }
+
+    @Test("a client that stalls its TLS handshake on an intercepted tunnel is closed after --header-timeout")
+    func stalledInterceptedHandshake() async throws {
+        let directory = try TemporaryDirectory()
+        try await withProxyAndOrigin({ configuration in
+            Self.configure(&configuration)
+            configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
+            configuration.caDirectory = directory.path + "/ca"
+        }) { proxy, origin in
+            try await withRawClient(proxy) { client in
+                try await client.send("CONNECT localhost:\(origin.port) HTTP/1.1\r\nHost: localhost:\(origin.port)\r\n\r\n")
+                let connect = try await client.readResponse(method: "CONNECT")
+                #expect(connect.status == 200)
+                #expect(await client.waitForClose(), "the stalled handshake was held")
+            }
+        }
+    }
+
+    @Test("a client that stops reading a download is disconnected after --idle-timeout and its transfer cancelled")
+    func clientStopsReading() async throws {
+        try await withProxyAndOrigin(Self.configure) { proxy, origin in
+            try await withRawClient(proxy) { client in
+                try await client.send(rawRequest("GET \(origin.baseURL)/bytes/1000000000 HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"]))
+                // never read: the proxy must give up on its own and log why
+                let records = await proxy.recorder.waitFor(count: 1, timeout: .seconds(30))
+                #expect(records.first?.error?.contains("client read nothing") == true, "\(records.map(\.error))")
+            }
+        }
+    }
+
+    @Test("a client that stops sending its request body is disconnected after --idle-timeout")
+    func clientStopsSending() async throws {
+        try await withProxyAndOrigin(Self.configure) { proxy, origin in
+            try await withRawClient(proxy) { client in
+                try await client.send(rawRequest("POST \(origin.baseURL)/echo HTTP/1.1",
+                                                 ["Host: 127.0.0.1:\(origin.port)", "Content-Length: 1000"], body: "only ten b"))
+                #expect(await client.waitForClose(), "the stalled upload was held")
+                let records = await proxy.recorder.waitFor(count: 1)
+                #expect(records.first?.error?.contains("client sent no request body bytes") == true, "\(records.map(\.error))")
+            }
+        }
+    }
+}

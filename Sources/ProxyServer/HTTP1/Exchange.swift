@@ -238,6 +238,14 @@ final class Exchange: @unchecked Sendable {
         record(response: responseHead, outcome: nil, final: true)
     }
 
+    /// Whether the client's request body has been read to its end.
+    var requestBodyComplete: Bool { requestComplete }
+
+    /// The handler is about to close a client that stalled: the log says why (instead of "client closed").
+    func clientTimedOut(_ reason: String) {
+        failure = failure ?? "hookproxy: \(reason)"
+    }
+
     /// A Content-Length body fully written: the client may rightly close before curl reports the end.
     private var responseBodyDelivered: Bool {
         guard let length = responseHead?.headers["content-length"].flatMap(Int.init) else { return false }

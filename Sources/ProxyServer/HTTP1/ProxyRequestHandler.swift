@@ -47,7 +47,52 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.impliedAuthority = impliedAuthority
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        awaitHead()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+        headDeadline = nil
+    }
+
+    // MARK: client-side timeouts
+
+    /// Closes the connection unless a request head arrives in time (slowloris, a silent connection holding a
+    /// --max-connections slot, a stalled TLS handshake on an intercepted tunnel, an idle keep-alive connection).
+    private var headDeadline: Scheduled<Void>?
+
+    private func awaitHead() {
+        headDeadline?.cancel()
+        let timeout = proxy.limits.headerTimeoutMs
+        headDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(timeout))) { [self] in
+            guard case .idle = state else { return }
+            proxy.logger.debug("\(context.remoteAddress?.description ?? "client"): no request head within \(timeout) ms (--header-timeout): closing")
+            context.close(promise: nil)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let idle = event as? IdleStateHandler.IdleStateEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        let seconds = Double(proxy.limits.clientIdleTimeoutMs) / 1000
+        switch (idle, state) {
+        case (.read, .exchanging(let exchange)) where !exchange.requestBodyComplete && !readPaused:
+            exchange.clientTimedOut("client sent no request body bytes for \(seconds) s (--idle-timeout)")
+            context.close(promise: nil)
+        case (.read, .answeringLocally), (.read, .connectRequested):
+            context.close(promise: nil)
+        case (.write, .exchanging(let exchange)) where !context.channel.isWritable:
+            // The client stopped reading: curl does not time out a paused transfer, so hookproxy ends it.
+            exchange.clientTimedOut("client read nothing for \(seconds) s (--idle-timeout)")
+            context.close(promise: nil)
+        default:
+            break
+        }
+    }
 
     // MARK: inbound
 
@@ -121,6 +166,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: classify a request head
 
     private func receive(_ nioHead: HTTPRequestHead) {
+        headDeadline?.cancel()
+        headDeadline = nil
         let request = RequestContext(head: nioHead, client: context.remoteAddress?.description ?? "?", start: Date())
         // An `Upgrade` that hookproxy does not carry: NIO's decoder stops parsing after such a request, so the
         // request is answered (forwarded without the upgrade, or locally) and the connection closes; nothing read
@@ -200,7 +247,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func exchangeFinished(_ exchange: Exchange, close: Bool, endAlreadySent: Bool = false) {
         guard case .exchanging(let current) = state, current === exchange else { return }
         state = close ? .closing : .idle
-        if !close { resumeReading() }
+        if !close {
+            awaitHead()
+            resumeReading()
+        }
         let context = self.context!
         let ended = endAlreadySent ? context.eventLoop.makeSucceededVoidFuture() : sendEnd()
         if close { ended.whenComplete { _ in context.close(promise: nil) } }
@@ -218,6 +268,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let isConnect = request.head.method == .CONNECT
         let keepAlive = keepAlive && !isConnect
         state = keepAlive ? .idle : .closing
+        if keepAlive { awaitHead() }
         var head = response.head
         if !keepAlive { head.headers.set("Connection", "close") }
         let version = request.head.version

@@ -29,6 +29,7 @@ public final class CertificateAuthority: Sendable {
     /// Loads the CA from `directory`, creating it (and the directory) when neither file exists.
     /// A directory that cannot be read or a broken file is an error, never a silent new CA.
     public static func loadOrCreate(directory: String) throws(CAError) -> CertificateAuthority {
+        try checkDirectory(directory)
         let fileManager = FileManager.default
         let certificatePath = (directory as NSString).appendingPathComponent(certificateFile)
         let keyPath = (directory as NSString).appendingPathComponent(keyFile)
@@ -64,6 +65,30 @@ public final class CertificateAuthority: Sendable {
             throw CAError("hookproxy: \(keyPath) does not belong to \(certificatePath); restore the pair, or remove both to create a new CA")
         }
         return CertificateAuthority(directory: directory, certificate: certificate, certificatePEM: certificatePEM, key: key)
+    }
+
+    /// Refuses a CA directory someone else could write to: whoever can replace `hookproxy-ca.key` or
+    /// `hookproxy-ca.pem` there can read intercepted traffic, or have hookproxy mint certificates from their own CA.
+    /// The directory must belong to this user and be writable by no group or other user. A missing directory is
+    /// fine (it is created 0700).
+    public static func checkDirectory(_ directory: String) throws(CAError) {
+        var info = stat()
+        guard stat(directory, &info) == 0 else {
+            if errno == ENOENT { return }
+            throw CAError("hookproxy: cannot read the CA directory \(directory): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw CAError("hookproxy: the CA directory \(directory) is not a directory; pass another --ca-dir")
+        }
+        let owner = geteuid()
+        guard info.st_uid == owner else {
+            throw CAError("hookproxy: the CA directory \(directory) belongs to another user (uid \(info.st_uid), not \(owner)); use a directory of your own with --ca-dir, or chown it to yourself and chmod 700 \(directory)")
+        }
+        let permissions = info.st_mode & 0o777
+        guard permissions & 0o022 == 0 else {
+            let mode = String(permissions, radix: 8)
+            throw CAError("hookproxy: the CA directory \(directory) is group- or world-writable (mode \(mode)), so others could replace the CA; run chmod 700 \(directory)")
+        }
     }
 
     private static func create(directory: String) throws(CAError) -> CertificateAuthority {

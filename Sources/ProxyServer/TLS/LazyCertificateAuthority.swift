@@ -11,8 +11,10 @@ public final class LazyCertificateAuthority: Sendable {
         self.directory = directory
     }
 
-    /// Loads the CA now if its files exist; throws when they are broken.
+    /// Loads the CA now if its files exist; throws when they are broken, or when the directory exists but others
+    /// could write to it (`CertificateAuthority.checkDirectory`).
     public func loadIfPresent() throws(CAError) {
+        try CertificateAuthority.checkDirectory(directory)
         let path = (directory as NSString).appendingPathComponent(CertificateAuthority.certificateFile)
         let keyPath = (directory as NSString).appendingPathComponent(CertificateAuthority.keyFile)
         guard FileManager.default.fileExists(atPath: path) || FileManager.default.fileExists(atPath: keyPath) else { return }

@@ -63,7 +63,11 @@ enum ConnectTunnel {
             do {
                 let (local, remote) = GlueHandler.matchedPair()
                 try upstream.pipeline.syncOperations.addHandler(remote)
-                try handler.becomeTunnel { pipeline in try pipeline.addHandler(local) }
+                try handler.becomeTunnel { pipeline in
+                    // SPEC: the idle timeout does not apply to a CONNECT tunnel.
+                    if let idle = try? pipeline.handler(type: IdleStateHandler.self) { pipeline.removeHandler(idle, promise: nil) }
+                    try pipeline.addHandler(local)
+                }
                 // The upstream was connected with autoRead off so nothing is read before the glue is in place;
                 // turning it on now issues the first read and keeps reading (each read gated by the glue).
                 try upstream.syncOptions?.setOption(.autoRead, value: true)
