@@ -25,6 +25,10 @@ final class ProxyContext: Sendable {
     /// The real listening address, known once bound (host lower-cased); read on every request, so lock-free.
     let listeningPort = Atomic<Int>(0)
     let listeningHost: String
+    /// The `Via` value hookproxy adds to a request whose target port is its own listening port: a request arriving
+    /// with it came back through this very proxy (a DNS name or an address spelling that points at the listener),
+    /// and is answered 508 instead of looping until --max-connections.
+    let loopMarker = "1.1 hookproxy-" + String(UInt64.random(in: 1...UInt64.max), radix: 36)
 
     init(configuration: ProxyConfiguration) {
         self.configuration = configuration
@@ -46,6 +50,9 @@ final class ProxyContext: Sendable {
     }
     var limits: ProxyLimits { configuration.limits }
 
+    /// How many refusing hosts are remembered (and listed at shutdown).
+    static let maxRefusalsKept = 256
+
     func makeFlowID() -> Int {
         nextFlowID.wrappingAdd(1, ordering: .relaxed).oldValue
     }
@@ -62,13 +69,20 @@ final class ProxyContext: Sendable {
     /// Logs the first refusal per host; the list is summarised at shutdown.
     func clientRefusedInterception(host: String) {
         let first = interceptionRefusals.withLockedValue { hosts -> Bool in
-            guard !hosts.contains(host) else { return false }
+            // bounded: a client refusing many hosts (or a scan) cannot grow it without end
+            guard hosts.count < ProxyContext.maxRefusalsKept, !hosts.contains(host) else { return false }
             hosts.append(host)
             return true
         }
         if first {
             logger.warning("client rejected hookproxy's certificate for \(host) — it may pin its server certificate, or not trust the CA (hookproxy ca path)")
         }
+    }
+
+    /// Marks `head` when it may come back to this listener (its port is the listening port).
+    func markIfItMayLoop(_ head: inout RequestHead) {
+        guard head.url.port == listeningPort.load(ordering: .relaxed) else { return }
+        head.headers.add("Via", loopMarker)
     }
 
     func record(_ flow: FlowRecord) {

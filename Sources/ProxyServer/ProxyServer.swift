@@ -17,7 +17,14 @@ public final class ProxyServer: Sendable {
     public let host: String
     public let port: Int
 
-    public static func start(_ configuration: ProxyConfiguration) async throws -> ProxyServer {
+    public static func start(_ requested: ProxyConfiguration) async throws -> ProxyServer {
+        var configuration = requested
+        let budget = FileDescriptorBudget.plan(limit: FileDescriptorBudget.raiseLimit(),
+                                               maxConnections: configuration.limits.maxConnections,
+                                               maxCachedConnections: configuration.upstream.maxCachedConnections)
+        configuration.limits.maxConnections = budget.maxConnections
+        configuration.upstream.maxCachedConnections = budget.maxCachedConnections
+        if let warning = budget.warning { configuration.logger.warning("\(warning)") }
         let context = ProxyContext(configuration: configuration)
         do {
             try context.certificateAuthority.loadIfPresent()
@@ -28,6 +35,12 @@ public final class ProxyServer: Sendable {
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let bootstrap = ServerBootstrap(group: group)
+            // Out of file descriptors, accept(2) fails at once, again and again: back off instead of spinning a core.
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler())
+                }
+            }
             .serverChannelOption(.backlog, value: 512)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)

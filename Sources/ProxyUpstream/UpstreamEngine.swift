@@ -37,7 +37,7 @@ public final class UpstreamEngine: @unchecked Sendable {
         self.settings = settings
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init returned NULL: out of memory") }
         self.multi = multi
-        _ = hp_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 512)
+        _ = hp_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxCachedConnections)
         let thread = Thread { [self] in self.run() }
         thread.name = "hookproxy-curl"
         thread.start()

@@ -35,11 +35,16 @@ public struct UpstreamSettings: Sendable, Hashable {
     public var idleTimeoutMs: Int
     /// `--upstream-proxy URL`; nil for direct connections.
     public var upstreamProxy: String?
+    /// How many idle upstream connections libcurl keeps for reuse (CURLMOPT_MAXCONNECTS): part of the process's
+    /// file descriptor budget.
+    public var maxCachedConnections: Int
 
-    public init(connectTimeoutMs: Int = 10_000, idleTimeoutMs: Int = 60_000, upstreamProxy: String? = nil) {
+    public init(connectTimeoutMs: Int = 10_000, idleTimeoutMs: Int = 60_000, upstreamProxy: String? = nil,
+                maxCachedConnections: Int = 512) {
         self.connectTimeoutMs = connectTimeoutMs
         self.idleTimeoutMs = idleTimeoutMs
         self.upstreamProxy = upstreamProxy
+        self.maxCachedConnections = maxCachedConnections
     }
 }
 

@@ -445,3 +445,73 @@ struct HardeningTimeoutTests {
         }
     }
 }
+
+/// Issue 11, items 8 and 9: the proxy never proxies to itself, and lives within its file descriptors.
+@Suite("hardening: loops and descriptors (issue 11)", .timeLimit(.minutes(3)))
+struct HardeningLoopTests {
+    @Test("every spelling of the proxy's own address is answered locally, never forwarded in a loop",
+          arguments: ["127.1", "0x7f000001", "localhost.", "[::ffff:127.0.0.1]"])
+    func ownAddressSpellings(_ host: String) async throws {
+        try await withProxy({ $0.limits.maxConnections = 8 }) { proxy in
+            try await withRawClient(proxy) { client in
+                try await client.send(rawRequest("GET http://\(host):\(proxy.port)/ HTTP/1.1", ["Host: \(host):\(proxy.port)"]))
+                let response = try await client.readResponse()
+                #expect(response.status == 200, "\(response.rawHead)")
+                #expect(response.bodyText.contains("hookproxy"), "\(response.bodyText.prefix(200))")
+            }
+            try await withRawClient(proxy) { client in
+                try await client.send(rawRequest("CONNECT \(host):\(proxy.port) HTTP/1.1", ["Host: \(host):\(proxy.port)"]))
+                let response = try await client.readResponse(method: "CONNECT")
+                #expect(response.status == 508, "\(response.rawHead)")
+            }
+        }
+    }
+
+    @Test("a request mapped back to the proxy itself comes back marked and is answered 508")
+    func mappedBackToItself() async throws {
+        let directory = try TemporaryDirectory()
+        // {port} is the port the client asked for: the proxy's own, so the mapped request leaves for the listener
+        let store = try Hooks.store(directory, """
+            rules:
+              - name: loop
+                match: { host: loop.test }
+                map_remote: { to: "http://127.0.0.1:{port}" }
+
+            """)
+        try await withHookProxy(rules: store, { $0.limits.maxConnections = 8 }) { proxy in
+            let response = try await Hooks.curl(proxy, "http://loop.test:\(proxy.port)/x")
+            #expect(response.status == 508, "\(response.bodyText)")
+            #expect(response.bodyText.contains("loop detected"), "\(response.bodyText)")
+        }
+    }
+
+    @Test("with few descriptors, --max-connections is lowered with a warning, and the proxy keeps serving")
+    func fewDescriptors() async throws {
+        guard let executable = HookproxyProcess.executable else { return }
+        try await withOrigin { origin in
+            let directory = try TemporaryDirectory()
+            _ = try directory.write("rules: []\n", to: "rules/r.yaml")
+            let child = try HookproxyProcess(arguments: ["run", "--listen", "127.0.0.1:0", "--rules", directory.path + "/rules"],
+                                             directory: directory)
+            // prlimit runs the binary with a hard limit of 200 descriptors
+            child.process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            child.process.arguments = ["--nofile=200:200", executable] + (child.process.arguments ?? [])
+            let started = try await child.start()
+            defer { child.killNow() }
+            try #require(started, "\(child.stderr)")
+            #expect(child.stderr.contains("--max-connections lowered from 1024 to"), "\(child.stderr)")
+            let port = try #require(Int(child.proxyURL.split(separator: ":").last ?? ""))
+            // hold more connections than the lowered limit: the extra ones get 503, the proxy does not spin or die
+            var held: [RawClient] = []
+            for _ in 0..<80 { held.append(try await RawClient.connect(port: port)) }
+            let response = try await child.curl("\(origin.baseURL)/bytes/10")
+            #expect(response.status == 503 || response.status == 200, "\(response.status) \(response.stderr)")
+            for client in held { client.close() }
+            let served = await eventually(timeout: .seconds(15)) {
+                (try? await child.curl("\(origin.baseURL)/bytes/10"))?.status == 200
+            }
+            #expect(served)
+            #expect(child.process.isRunning)
+        }
+    }
+}

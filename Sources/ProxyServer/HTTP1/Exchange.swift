@@ -82,6 +82,7 @@ final class Exchange: @unchecked Sendable {
         var upstreamHead = clientHead
         upstreamHead.headers.remove("Expect")
         plan.editRequest(&upstreamHead)
+        proxy.markIfItMayLoop(&upstreamHead)
         self.upstreamHead = upstreamHead
         self.closeAfterResponse = !keepAlive
         self.responseBuffer = BufferedBody(limit: proxy.limits.bodyLimit)
@@ -409,6 +410,7 @@ final class Exchange: @unchecked Sendable {
         }
         var head = next
         hopPlan.editRequest(&head)
+        proxy.markIfItMayLoop(&head)
         upstreamHead = head
         if bodyKept, let replay, replay.byteCount > 0 {
             startTransfer(body: .length(Int64(replay.byteCount)), prefill: replay.chunks)

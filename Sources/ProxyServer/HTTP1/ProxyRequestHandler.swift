@@ -185,7 +185,11 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         switch RequestClassifier.classify(nioHead, impliedScheme: impliedScheme, impliedAuthority: impliedAuthority,
-                                          listening: proxy.listeningAddress) {
+                                          listening: proxy.listeningAddress, loopMarker: proxy.loopMarker) {
+        case .loop:
+            let message = "hookproxy: loop detected: the request came back to hookproxy itself (\(nioHead.uri.prefix(200)))"
+            proxy.logger.warning("\(message)")
+            state = .answeringLocally(.text(508, message + "\n"), keepAlive: false, events: [], request)
         case .invalid(let message):
             state = .answeringLocally(.text(400, "hookproxy: bad request: \(message)\n"), keepAlive: false, events: [], request)
         case .ownAddress(let path):

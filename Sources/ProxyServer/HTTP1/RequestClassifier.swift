@@ -1,3 +1,4 @@
+import Foundation
 import NIOHTTP1
 import ProxyModel
 
@@ -7,11 +8,14 @@ enum RequestClassifier {
         case forward(RequestHead)
         case ownAddress(path: String)
         case invalid(String)
+        /// The request carries hookproxy's own loop marker: it came back through hookproxy itself.
+        case loop
     }
 
     static func classify(_ head: HTTPRequestHead, impliedScheme: String, impliedAuthority: String?,
-                         listening: (host: String, port: Int)?) -> Kind {
+                         listening: (host: String, port: Int)?, loopMarker: String = "") -> Kind {
         let uri = head.uri
+        if !loopMarker.isEmpty, head.headers["via"].contains(where: { $0.contains(loopMarker) }) { return .loop }
         var headers = HeaderFields(head.headers)
         let url: ProxyURL
         if uri.hasPrefix("/") {
@@ -39,9 +43,24 @@ enum RequestClassifier {
 
     static func isOwnAddress(_ url: ProxyURL, listening: (host: String, port: Int)) -> Bool {
         guard url.scheme == "http", url.port == listening.port else { return false }
-        let loopback = ["127.0.0.1", "localhost", "::1", "0.0.0.0"]
-        let host = url.host
-        return host.caseInsensitiveEquals(listening.host)
-            || (loopback.contains { host.caseInsensitiveEquals($0) } && loopback.contains(listening.host))
+        var host = url.host.lowercased()
+        if host.hasSuffix(".") { host.removeLast() }
+        if host == listening.host { return true }
+        return isLoopback(host) && (isLoopback(listening.host) || isAnyAddress(listening.host))
     }
+
+    /// `localhost`, and every spelling of a loopback address the resolver accepts without DNS: `127.1`,
+    /// `0x7f000001`, `2130706433`, `::1`, `::ffff:127.0.0.1`.
+    static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host.hasSuffix(".localhost") { return true }
+        var v4 = in_addr()
+        if inet_aton(host, &v4) != 0 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
+        let bytes = withUnsafeBytes(of: v6) { Array($0) }
+        if bytes == [UInt8](repeating: 0, count: 15) + [1] { return true }
+        return bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF && bytes[12] == 127
+    }
+
+    static func isAnyAddress(_ host: String) -> Bool { host == "0.0.0.0" || host == "::" || host.isEmpty }
 }

@@ -16,6 +16,12 @@ enum ConnectTunnel {
                                   request: request)
             return
         }
+        if let listening = proxy.listeningAddress, port == listening.port,
+           RequestClassifier.isOwnAddress(ProxyURL(scheme: "http", host: host, port: port), listening: listening) {
+            handler.answerConnect(.text(508, "hookproxy: loop detected: CONNECT \(target.prefix(200)) is hookproxy itself\n"),
+                                  request: request)
+            return
+        }
         if proxy.intercepts(host: host, port: port) {
             Interception.start(host: host, request: request, handler: handler, context: context)
             return
@@ -25,6 +31,11 @@ enum ConnectTunnel {
         connect(host: host, port: port, proxy: proxy, eventLoop: context.eventLoop)
             .whenComplete { result in
                 switch result {
+                case .success(let upstream) where isSelf(upstream, proxy: proxy):
+                    // a name that resolved to the listener: never a tunnel to itself
+                    upstream.close(promise: nil)
+                    handler.answerConnect(.text(508, "hookproxy: loop detected: CONNECT \(target.prefix(200)) reaches hookproxy itself\n"),
+                                          request: request)
                 case .success(let upstream):
                     splice(client: context, upstream: upstream, handler: handler, target: target)
                 case .failure(let error):
@@ -33,6 +44,15 @@ enum ConnectTunnel {
                     handler.answerConnect(.text(502, message + "\n"), request: request)
                 }
             }
+    }
+
+    /// Whether a fresh connection reached this proxy's own listener: the listening port, on the listening address or
+    /// on the machine's own address (a connection to a local address has the same address at both ends).
+    private static func isSelf(_ upstream: any Channel, proxy: ProxyContext) -> Bool {
+        guard let remote = upstream.remoteAddress, remote.port == proxy.listeningPort.load(ordering: .relaxed) else {
+            return false
+        }
+        return remote.ipAddress == upstream.localAddress?.ipAddress || remote.ipAddress == proxy.listeningHost
     }
 
     /// A TCP connection to the target: direct, or through `--upstream-proxy` (set up by libcurl off the loop).

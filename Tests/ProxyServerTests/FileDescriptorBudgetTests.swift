@@ -1,0 +1,45 @@
+import Testing
+@testable import ProxyServer
+
+/// Issue 11, item 9: --max-connections and curl's connection cache fit the process's descriptor limit.
+@Suite struct FileDescriptorBudgetTests {
+    @Test func enoughDescriptorsChangeNothing() {
+        let budget = FileDescriptorBudget.plan(limit: 65536, maxConnections: 1024, maxCachedConnections: 512)
+        #expect(budget.maxConnections == 1024 && budget.maxCachedConnections == 512 && budget.warning == nil)
+    }
+
+    @Test func theCacheShrinksFirst() {
+        // 2 × 1024 + 64 = 2112 for the connections; 2400 leaves 288 for the cache
+        let budget = FileDescriptorBudget.plan(limit: 2400, maxConnections: 1024, maxCachedConnections: 512)
+        #expect(budget.maxConnections == 1024)
+        #expect(budget.maxCachedConnections == 288)
+        #expect(budget.warning?.contains("cache is lowered from 512 to 288") == true)
+    }
+
+    @Test func thenTheConnectionLimitWithAMessageSayingHowToKeepIt() {
+        let budget = FileDescriptorBudget.plan(limit: 1024, maxConnections: 1024, maxCachedConnections: 512)
+        #expect(budget.maxCachedConnections == FileDescriptorBudget.minimumCache)
+        #expect(budget.maxConnections == (1024 - 64 - 16) / 2)
+        #expect(2 * budget.maxConnections + 64 + budget.maxCachedConnections <= 1024)
+        #expect(budget.warning?.contains("--max-connections lowered from 1024 to 472; raise the limit to at least 2624") == true,
+                "\(budget.warning ?? "")")
+    }
+}
+
+/// Issue 11, item 8: every spelling of the listener's own address is recognised without DNS.
+@Suite struct OwnAddressTests {
+    @Test(arguments: ["127.0.0.1", "127.1", "0x7f000001", "2130706433", "localhost", "LOCALHOST.", "::1",
+                      "::ffff:127.0.0.1", "127.0.0.53", "a.localhost"])
+    func loopbackSpellings(_ host: String) {
+        #expect(RequestClassifier.isOwnAddress(.init(scheme: "http", host: host, port: 8080), listening: ("127.0.0.1", 8080)))
+    }
+
+    @Test(arguments: ["example.com", "10.0.0.1", "128.0.0.1", "::2"])
+    func otherHosts(_ host: String) {
+        #expect(!RequestClassifier.isOwnAddress(.init(scheme: "http", host: host, port: 8080), listening: ("127.0.0.1", 8080)))
+    }
+
+    @Test func anotherPortIsNotSelf() {
+        #expect(!RequestClassifier.isOwnAddress(.init(scheme: "http", host: "127.0.0.1", port: 8081), listening: ("127.0.0.1", 8080)))
+    }
+}
