@@ -14,7 +14,8 @@ protocol LogSink: AnyObject {
 /// Takes records from any thread without blocking and hands them to one sink on one background thread.
 ///
 /// `record` only appends to a bounded queue under a lock (never waits for I/O). When the queue holds `capacity`
-/// records the new one is dropped and counted; stderr gets `hookproxy: log writer behind (NAME), dropped N entries`
+/// records, or the records queued and being written hold `byteCapacity` bytes of captured bodies (each record can
+/// carry up to twice the capture limit), the new one is dropped and counted; stderr gets `hookproxy: log writer behind (NAME), dropped N entries`
 /// on the first drop and every `warnEvery` drops after it. The thread applies the `Redactor`, writes, and syncs at most
 /// every `syncInterval` (and when the queue runs dry after a write). `close()` drains everything queued, then closes
 /// the sink; it blocks until then and is idempotent.
@@ -28,15 +29,20 @@ final class AsyncRecorder: @unchecked Sendable {
     private var enqueued = 0
     private var written = 0
     private(set) var dropped = 0
+    /// Body bytes held by queued records and the batch being written.
+    private var queuedBytes = 0
 
     private let capacity: Int
+    private let byteCapacity: Int
     private let warnEvery: Int
     private let warn: @Sendable (String) -> Void
 
-    init(name: String, sink: LogSink, redactor: Redactor, capacity: Int = 10_000, warnEvery: Int = 1_000,
-         syncInterval: TimeInterval = 0.2, warn: @escaping @Sendable (String) -> Void = AsyncRecorder.stderr) {
+    init(name: String, sink: LogSink, redactor: Redactor, capacity: Int = 10_000, byteCapacity: Int = 64 << 20,
+         warnEvery: Int = 1_000, syncInterval: TimeInterval = 0.2,
+         warn: @escaping @Sendable (String) -> Void = AsyncRecorder.stderr) {
         self.name = name
         self.capacity = max(1, capacity)
+        self.byteCapacity = max(1, byteCapacity)
         self.warnEvery = max(1, warnEvery)
         self.warn = warn
         let box = SinkBox(sink)
@@ -52,7 +58,9 @@ final class AsyncRecorder: @unchecked Sendable {
             condition.unlock()
             return
         }
-        if pending.count >= capacity {
+        let weight = AsyncRecorder.weight(of: flow)
+        // (one record is always taken when nothing is queued, however large)
+        if pending.count >= capacity || (queuedBytes > 0 && queuedBytes + weight > byteCapacity) {
             dropped += 1
             let count = dropped
             condition.unlock()
@@ -62,6 +70,7 @@ final class AsyncRecorder: @unchecked Sendable {
             return
         }
         pending.append(flow)
+        queuedBytes += weight
         enqueued += 1
         condition.signal()
         condition.unlock()
@@ -117,6 +126,7 @@ final class AsyncRecorder: @unchecked Sendable {
 
             condition.lock()
             written += batch.count
+            queuedBytes -= batch.reduce(0) { $0 + AsyncRecorder.weight(of: $1) }
             condition.broadcast()
             condition.unlock()
             if done { break }
@@ -126,6 +136,11 @@ final class AsyncRecorder: @unchecked Sendable {
         finished = true
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// The memory a queued record holds, as counted against `byteCapacity`: its captured bodies plus a head's worth.
+    static func weight(of flow: FlowRecord) -> Int {
+        (flow.requestBody?.bytes.count ?? 0) + (flow.responseBody?.bytes.count ?? 0) + 1024
     }
 
     static let stderr: @Sendable (String) -> Void = { message in

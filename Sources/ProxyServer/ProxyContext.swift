@@ -15,6 +15,11 @@ final class ProxyContext: Sendable {
     let connections: ConnectionTracker
     /// Runs whole-body transforms, so a slow regex never stalls an event loop.
     let transformPool: NIOThreadPool
+    /// Runs the blocking connects of CONNECT tunnels through `--upstream-proxy`: a dead host holds one of these
+    /// threads up to --connect-timeout, never a transform's or a leaf signing's.
+    let connectPool: NIOThreadPool
+    /// Signs interception leaves.
+    let signingPool: NIOThreadPool
     private let nextFlowID = Atomic<Int>(1)
     /// The interception CA (created on first need) and the per-host TLS contexts it signs.
     let certificateAuthority: LazyCertificateAuthority
@@ -37,8 +42,12 @@ final class ProxyContext: Sendable {
         self.connections = ConnectionTracker(limit: configuration.limits.maxConnections)
         self.transformPool = NIOThreadPool(numberOfThreads: 2)
         transformPool.start()
+        self.connectPool = NIOThreadPool(numberOfThreads: 8)
+        connectPool.start()
+        self.signingPool = NIOThreadPool(numberOfThreads: 2)
+        signingPool.start()
         self.certificateAuthority = LazyCertificateAuthority(directory: configuration.caDirectory)
-        self.interception = InterceptionContexts(ca: certificateAuthority, pool: transformPool)
+        self.interception = InterceptionContexts(ca: certificateAuthority, pool: signingPool)
     }
 
     var logger: Logger { configuration.logger }
@@ -77,6 +86,14 @@ final class ProxyContext: Sendable {
         if first {
             logger.warning("client rejected hookproxy's certificate for \(host) — it may pin its server certificate, or not trust the CA (hookproxy ca path)")
         }
+    }
+
+    /// Stops the thread pools (transforms, connects, signing). A blocking connect may hold its thread up to
+    /// --connect-timeout: that pool is told to stop but not waited for, so shutdown keeps its grace period.
+    func shutdownPools() async throws {
+        connectPool.shutdownGracefully { _ in }
+        try await transformPool.shutdownGracefully()
+        try await signingPool.shutdownGracefully()
     }
 
     /// Marks `head` when it may come back to this listener (its port is the listening port).

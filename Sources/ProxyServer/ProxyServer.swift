@@ -30,7 +30,7 @@ public final class ProxyServer: Sendable {
             try context.certificateAuthority.loadIfPresent()
         } catch {
             await context.engine.shutdown()
-            try? await context.transformPool.shutdownGracefully()
+            try? await context.shutdownPools()
             throw ProxyStartError(error.description)
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
@@ -55,7 +55,7 @@ public final class ProxyServer: Sendable {
             channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         } catch {
             await context.engine.shutdown()
-            try? await context.transformPool.shutdownGracefully()
+            try? await context.shutdownPools()
             try? await group.shutdownGracefully()
             throw ProxyStartError("hookproxy: cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
@@ -95,7 +95,7 @@ public final class ProxyServer: Sendable {
             try? await channel.close()
         }
         await context.engine.shutdown()
-        try? await context.transformPool.shutdownGracefully()
+        try? await context.shutdownPools()
         context.configuration.recorder?.close()
         let refused = context.interceptionRefusals.withLockedValue { $0 }
         if !refused.isEmpty {

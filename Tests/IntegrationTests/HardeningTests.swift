@@ -515,3 +515,34 @@ struct HardeningLoopTests {
         }
     }
 }
+
+/// Issue 11, item 13: a stuck upstream proxy holds only the threads of its own pool.
+@Suite("hardening: thread pools (issue 11)", .timeLimit(.minutes(3)))
+struct HardeningPoolTests {
+    @Test("two CONNECTs stuck on a dead --upstream-proxy do not stall interception (leaf signing has its own pool)")
+    func stuckConnectsDoNotStallInterception() async throws {
+        let directory = try TemporaryDirectory()
+        try await MisbehavingOrigin.with([.hang]) { deadProxy in
+            try await withProxy({ configuration in
+                configuration.upstream.upstreamProxy = deadProxy.baseURL
+                configuration.upstream.connectTimeoutMs = 60_000
+                configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
+                configuration.caDirectory = directory.path + "/ca"
+            }) { proxy in
+                var stuck: [RawClient] = []
+                for index in 0..<2 {
+                    let client = try await RawClient.connect(port: proxy.port)
+                    try await client.send("CONNECT blind-\(index).test:443 HTTP/1.1\r\nHost: blind-\(index).test:443\r\n\r\n")
+                    stuck.append(client)
+                }
+                _ = await eventually { deadProxy.connections >= 2 }
+                try await withRawClient(proxy, readTimeout: .seconds(20)) { client in
+                    try await client.send("CONNECT localhost:8443 HTTP/1.1\r\nHost: localhost:8443\r\n\r\n")
+                    let response = try await client.readResponse(method: "CONNECT")
+                    #expect(response.status == 200)
+                }
+                for client in stuck { client.close() }
+            }
+        }
+    }
+}

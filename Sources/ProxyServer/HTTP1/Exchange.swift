@@ -121,10 +121,13 @@ final class Exchange: @unchecked Sendable {
 
     /// Starts the current hop's upstream transfer with a fresh bridge.
     private func startTransfer(body: UpstreamRequest.Body, delayMs: Int = 0, prefill: [ByteBuffer]? = nil) {
-        // a second round of the same request may come: an answered challenge, or the upstream proxy's 407
-        let retain = hopPlan.onChallenge?.action == .useCredential || proxy.configuration.upstream.upstreamProxy != nil
+        // A second round of the same request may come: an answered challenge, or the upstream proxy's 407 to a
+        // plain-http request. An https request goes through CONNECT, whose 407 round carries no body: its body is
+        // not kept (it used to be, up to --body-limit, for every upload through --upstream-proxy).
+        let answersChallenge = hopPlan.onChallenge?.action == .useCredential
+        let proxyMayAsk = proxy.configuration.upstream.upstreamProxy != nil && upstreamHead.url.scheme == "http"
         let bridge = TransferBridge(
-            eventLoop: eventLoop, retainRequest: retain, retainLimit: proxy.limits.bodyLimit,
+            eventLoop: eventLoop, retainRequest: answersChallenge || proxyMayAsk, retainLimit: proxy.limits.bodyLimit,
             onEvents: { [weak self] in self?.drainResponse() },
             onRequestRoom: { [weak self] in self?.handler?.resumeReading() })
         self.bridge = bridge

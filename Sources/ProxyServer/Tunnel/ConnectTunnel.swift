@@ -65,7 +65,7 @@ enum ConnectTunnel {
             return bootstrap.connect(host: host, port: port)
         }
         let settings = proxy.configuration.upstream
-        return proxy.transformPool.runIfActive(eventLoop: eventLoop) {
+        return proxy.connectPool.runIfActive(eventLoop: eventLoop) {
             try TunnelConnector.open(host: host, port: port, settings: settings)
         }.flatMap { socket in
             bootstrap.withConnectedSocket(socket)
