@@ -74,22 +74,8 @@ struct AdversarialUpstreamTests {
     func intercepted(_ script: [MisbehavingOrigin.Step],
                      _ body: (MisbehavingOrigin, ProxyHarness, String) async throws -> Void) async throws {
         let ca = TestCA.shared
-        let directory = try TemporaryDirectory()
-        let root = try directory.writePEM([ca.root], to: "R.pem")
-        let store = try Hooks.store(directory, """
-            rules:
-              - name: trust-test-root
-                match: { host: localhost }
-                trust: { ca_file: \(root) }
-
-            """)
         try await MisbehavingOrigin.with(script, tls: ca.identity([ca.leaf, ca.intermediate])) { origin in
-            try await withHookProxy(rules: store, { configuration in
-                configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
-                configuration.caDirectory = directory.path + "/ca"
-            }) { proxy in
-                try await body(origin, proxy, try proxy.server.certificateAuthority().certificatePath)
-            }
+            try await withInterceptingProxy { proxy, caPath in try await body(origin, proxy, caPath) }
         }
     }
 

@@ -229,26 +229,12 @@ struct HardeningTests {
     @Test("--proxy-auth authenticates the CONNECT only: requests inside an intercepted tunnel are served")
     func proxyAuthWithInterception() async throws {
         let ca = TestCA.shared
-        let directory = try TemporaryDirectory()
-        let root = try directory.writePEM([ca.root], to: "R.pem")
-        let store = try Hooks.store(directory, """
-            rules:
-              - name: trust-test-root
-                match: { host: localhost }
-                trust: { ca_file: \(root) }
-
-            """)
         try await withOrigin(tls: ca.identity([ca.leaf, ca.intermediate])) { origin in
-            try await withHookProxy(rules: store, { configuration in
-                configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
-                configuration.caDirectory = directory.path + "/ca"
-                configuration.proxyAuth = ProxyCredentials("user:secret")
-            }) { proxy in
-                let authority = try proxy.server.certificateAuthority()
+            try await withInterceptingProxy({ $0.proxyAuth = ProxyCredentials("user:secret") }) { proxy, caPath in
                 let url = "https://localhost:\(origin.port)/head-test"
-                let refused = try await Hooks.curl(proxy, url, ["--cacert", authority.certificatePath])
+                let refused = try await Hooks.curl(proxy, url, ["--cacert", caPath])
                 #expect(refused.status == 407 || refused.exitCode != 0)
-                let served = try await Hooks.curl(proxy, url, ["--cacert", authority.certificatePath, "--proxy-user", "user:secret"])
+                let served = try await Hooks.curl(proxy, url, ["--cacert", caPath, "--proxy-user", "user:secret"])
                 #expect(served.exitCode == 0, "\(served.stderr)")
                 #expect(served.status == 200)
                 #expect(served.bodyText == "head-test body\n")

@@ -192,3 +192,26 @@ func withHookProxy<T>(rules: RuleStore?, _ configure: (inout ProxyConfiguration)
 func yamlList(_ items: [String]) -> String {
     "[" + items.map { "\"\($0)\"" }.joined(separator: ", ") + "]"
 }
+
+/// A proxy intercepting `localhost` with its CA in `directory`, trusting the test root for upstream TLS (a `trust`
+/// rule with `ca_file`), for tests of TLS origins behind an intercepted tunnel. `body` gets the proxy and the path of
+/// hookproxy's CA certificate (for curl's `--cacert`).
+func withInterceptingProxy<T>(_ configure: (inout ProxyConfiguration) -> Void = { _ in },
+                              _ body: (ProxyHarness, String) async throws -> T) async throws -> T {
+    let directory = try TemporaryDirectory()
+    let root = try directory.writePEM([TestCA.shared.root], to: "R.pem")
+    let store = try Hooks.store(directory, """
+        rules:
+          - name: trust-test-root
+            match: { host: localhost }
+            trust: { ca_file: \(root) }
+
+        """)
+    return try await withHookProxy(rules: store, { configuration in
+        configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
+        configuration.caDirectory = directory.path + "/ca"
+        configure(&configuration)
+    }) { proxy in
+        try await body(proxy, try proxy.server.certificateAuthority().certificatePath)
+    }
+}
