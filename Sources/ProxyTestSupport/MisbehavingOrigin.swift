@@ -104,6 +104,8 @@ public final class MisbehavingOrigin: Sendable {
     public var received: [UInt8] { state.withLockedValue { $0.received } }
     /// How many TCP connections were accepted.
     public var connections: Int { state.withLockedValue { $0.connections } }
+    /// How many accepted connections are still open (the client has not closed them).
+    public var openConnections: Int { state.withLockedValue { $0.open.count } }
 }
 
 /// Reads a request (head, and its Content-Length body unless answering early), then plays the script once.

@@ -532,3 +532,56 @@ struct HardeningPoolTests {
         }
     }
 }
+
+/// Issue 11, item 7: no upstream transfer is left running with nobody to drain it.
+@Suite("hardening: transfer leaks (issue 11)", .timeLimit(.minutes(3)))
+struct HardeningLeakTests {
+    @Test("a followed 307 whose body is too large to replay: 502, and its transfer is cancelled (the upstream connection closes)")
+    func unreplayableRedirectCancelsItsTransfer() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text("HTTP/1.1 307 Temporary Redirect\r\nLocation: /next\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nstill\r\n"), .hang]
+        try await MisbehavingOrigin.with(script, answerEarly: true) { origin in
+            let directory = try TemporaryDirectory()
+            let store = try Hooks.store(directory, """
+                rules:
+                  - name: follow
+                    match: { port: \(origin.port) }
+                    on_redirect: { action: follow }
+
+                """)
+            try await withHookProxy(rules: store, { $0.limits.bodyLimit = 1024 }) { proxy in
+                let response = try await Hooks.curl(proxy, "\(origin.baseURL)/start", ["--data-binary", String(repeating: "b", count: 8192)])
+                #expect(response.status == 502, "\(response.bodyText)")
+                #expect(response.bodyText.contains("larger than --body-limit"), "\(response.bodyText)")
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 },
+                        "the 307's transfer was left running")
+            }
+        }
+    }
+
+    @Test("a request body transform that finishes after the client left starts no transfer")
+    func transformAfterTheClientLeft() async throws {
+        let directory = try TemporaryDirectory()
+        // a catastrophic pattern: it runs until the 2 s regex budget stops it, long after the client is gone
+        let store = try Hooks.store(directory, #"""
+            rules:
+              - name: slow
+                match: { path: "/echo" }
+                request: { body: { replace: [{ regex: "(a+)+$", with: "x" }] } }
+
+            """#)
+        try await withOrigin { origin in
+            try await withHookProxy(rules: store) { proxy in
+                try await withRawClient(proxy) { client in
+                    let body = String(repeating: "a", count: 40) + "!"
+                    try await client.send(rawRequest("POST \(origin.baseURL)/echo HTTP/1.1",
+                                                     ["Host: 127.0.0.1:\(origin.port)", "Content-Length: \(body.utf8.count)"], body: body))
+                }
+                let records = await proxy.recorder.waitFor(count: 1)
+                #expect(records.first?.error?.contains("client closed") == true, "\(records.map(\.error))")
+                // negative, so bounded: the transform's budget is 2 s; a transfer it started would reach the origin
+                let reached = await eventually(timeout: .seconds(5)) { !origin.requests.isEmpty }
+                #expect(!reached, "the transform started a transfer after the client left")
+            }
+        }
+    }
+}
