@@ -34,5 +34,6 @@ static inline int hp_ssl_verify_none(void) { return SSL_VERIFY_NONE; }
 static inline unsigned long hp_xn_flag_rfc2253(void) { return XN_FLAG_RFC2253; }
 static inline unsigned long hp_x509_v_flag_partial_chain(void) { return X509_V_FLAG_PARTIAL_CHAIN; }
 static inline int hp_x509_v_err_application_verification(void) { return X509_V_ERR_APPLICATION_VERIFICATION; }
+static inline unsigned int hp_x509_check_flag_no_partial_wildcards(void) { return X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS; }
 
 #endif

@@ -10,7 +10,10 @@ public struct Redactor: Sendable, Hashable {
     /// Header names whose values are secrets unless `logSecrets` (compared case-insensitively).
     public static let secretHeaders = ["Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie"]
 
-    /// `--log-secrets`: keep `secretHeaders` values and URL passwords. `FlowRecord.secretValues` stay hidden anyway.
+    /// Header names whose values are URLs: their userinfo is masked and `--redact-query` applies to them.
+    public static let urlHeaders = ["Location", "Content-Location", "Referer"]
+
+    /// `--log-secrets`: keep `secretHeaders` values and URL userinfo. `FlowRecord.secretValues` stay hidden anyway.
     public var logSecrets: Bool
     /// `--redact-query NAME`: query parameters whose values are hidden in every URL (names compared case-insensitively).
     public var redactedQueryNames: Set<String>
@@ -22,106 +25,178 @@ public struct Redactor: Sendable, Hashable {
 
     /// The record as it may be logged: every rule of this type applied to headers, URLs, bodies, events and error.
     /// The result's `secretValues` is empty.
+    ///
+    /// Secrets are masked by position, never as a substring of something longer: a secret value is hidden where it
+    /// is a whole header value, a whole word (of a header value, a body, an event or the error) or a URL's userinfo.
+    /// So a one-letter password leaves `http://` alone, and the credential hookproxy sends is still never shown.
     public func redact(_ flow: FlowRecord) -> FlowRecord {
-        let secrets = flow.secretValues.filter { !$0.isEmpty }.sorted { $0.utf8.count > $1.utf8.count }
+        let secrets = Redactor.ordered(flow.secretValues)
         var out = flow
         out.url = url(flow.url, secrets: secrets)
         out.upstreamURL = flow.upstreamURL.map { url($0, secrets: secrets) }
         out.request.headers = headers(flow.request.headers, secrets: secrets)
-        if let query = flow.request.url.query { out.request.url.query = self.query(query, secrets: secrets) }
+        if let query = flow.request.url.query { out.request.url.query = self.query(query) }
         out.response?.headers = headers(flow.response?.headers ?? [], secrets: secrets)
         out.requestBody = flow.requestBody.map { body($0, secrets: secrets) }
         out.responseBody = flow.responseBody.map { body($0, secrets: secrets) }
         out.events = flow.events.map {
-            HookEvent(hook: $0.hook, action: scrub($0.action, secrets), detail: scrub($0.detail, secrets))
+            HookEvent(hook: $0.hook, action: text($0.action, secrets: secrets), detail: text($0.detail, secrets: secrets))
         }
-        out.error = flow.error.map { scrub($0, secrets) }
-        out.client = scrub(flow.client, secrets)
+        out.error = flow.error.map { text($0, secrets: secrets) }
+        out.client = text(flow.client, secrets: secrets)
         out.secretValues = []
         return out
     }
 
-    /// Header values with `secretHeaders` masked (unless `logSecrets`) and secret values replaced.
+    /// Header values with `secretHeaders` masked (unless `logSecrets`), URL headers (`urlHeaders`) redacted as URLs,
+    /// and secret values masked where they are the whole value or a word of it.
     public func headers(_ fields: HeaderFields, secrets: [String] = []) -> HeaderFields {
-        HeaderFields(fields.map { field in
+        let secrets = Redactor.ordered(secrets)
+        return HeaderFields(fields.map { field in
             if !logSecrets, Redactor.secretHeaders.contains(where: { field.name.caseInsensitiveEquals($0) }) {
                 return HeaderField(name: field.name, value: Redactor.mask)
             }
-            return HeaderField(name: field.name, value: scrub(field.value, secrets))
+            let value = field.value.trimmingCharacters(in: .whitespaces)
+            if secrets.contains(value) { return HeaderField(name: field.name, value: Redactor.mask) }
+            if Redactor.urlHeaders.contains(where: { field.name.caseInsensitiveEquals($0) }) {
+                return HeaderField(name: field.name, value: url(field.value, secrets: secrets))
+            }
+            return HeaderField(name: field.name, value: Redactor.maskWords(secrets, in: field.value))
         })
     }
 
-    /// A URL string with named query parameters masked, a userinfo password masked (unless `logSecrets`), and secret
-    /// values replaced. Anything that does not look like a URL is only scrubbed of secret values.
+    /// A URL string with named query parameters masked and its userinfo masked: the password of `user:password@`,
+    /// the whole of `token@` (unless `logSecrets`; a userinfo part that is one of `secrets` always). Nothing else
+    /// of the URL is touched; text that is not a URL comes back unchanged.
     public func url(_ text: String, secrets: [String] = []) -> String {
         var result = text
-        // userinfo password: scheme://user:password@host
-        if !logSecrets, let schemeEnd = result.range(of: "://") {
+        if let schemeEnd = result.range(of: "://") {
             let rest = result[schemeEnd.upperBound...]
             let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
             let authority = rest[..<authorityEnd]
-            if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
-                result.replaceSubrange(authority.index(after: colon)..<at, with: Redactor.mask)
+            if let at = authority.lastIndex(of: "@") {
+                let userinfo = authority[..<at]
+                let hidden = userinfo.firstIndex(of: ":").map { userinfo.index(after: $0)..<at } ?? userinfo.startIndex..<at
+                if !result[hidden].isEmpty, !logSecrets || secrets.contains(String(result[hidden])) {
+                    result.replaceSubrange(hidden, with: Redactor.mask)
+                }
             }
         }
         if !redactedQueryNames.isEmpty, let question = result.firstIndex(of: "?") {
             let queryStart = result.index(after: question)
             let queryEnd = result[queryStart...].firstIndex(of: "#") ?? result.endIndex
-            let redacted = query(String(result[queryStart..<queryEnd]), secrets: [])
+            let redacted = query(String(result[queryStart..<queryEnd]))
             result.replaceSubrange(queryStart..<queryEnd, with: redacted)
         }
-        return scrub(result, secrets)
+        return result
     }
 
     /// A query string (without `?`) with the values of named parameters masked.
     public func query(_ query: String, secrets: [String] = []) -> String {
-        guard !redactedQueryNames.isEmpty else { return scrub(query, secrets) }
+        guard !redactedQueryNames.isEmpty else { return query }
         let parts = query.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
             let name = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
             let decoded = (String(name).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(name))
             return isRedactedQueryName(decoded) ? "\(name)=\(Redactor.mask)" : String(pair)
         }
-        return scrub(parts.joined(separator: "&"), secrets)
+        return parts.joined(separator: "&")
     }
 
     public func isRedactedQueryName(_ name: String) -> Bool {
         redactedQueryNames.contains(name.lowercased())
     }
 
-    /// A captured body with every secret value's bytes replaced by the mask's bytes.
-    func body(_ body: CapturedBody, secrets: [String]) -> CapturedBody {
-        guard !secrets.isEmpty else { return body }
-        var bytes = body.bytes
-        for secret in secrets { bytes = Redactor.replace(Array(secret.utf8), in: bytes) }
-        return CapturedBody(bytes: bytes, truncated: body.truncated)
+    /// Free text (an event's detail, an error): every URL in it redacted as `url` does, and secret values masked
+    /// where they are a whole word outside the URLs.
+    public func text(_ text: String, secrets: [String] = []) -> String {
+        let secrets = Redactor.ordered(secrets)
+        guard text.contains("://") else { return Redactor.maskWords(secrets, in: text) }
+        var result = ""
+        var rest = Substring(text)
+        while let span = Redactor.urlSpan(in: rest) {
+            result += Redactor.maskWords(secrets, in: String(rest[..<span.lowerBound]))
+            result += url(String(rest[span]), secrets: secrets)
+            rest = rest[span.upperBound...]
+        }
+        return result + Redactor.maskWords(secrets, in: String(rest))
     }
 
-    /// `text` with every occurrence of each secret replaced by the mask. Secrets are expected longest first.
-    func scrub(_ text: String, _ secrets: [String]) -> String {
-        var result = text
-        for secret in secrets where result.contains(secret) {
-            result = result.replacingOccurrences(of: secret, with: Redactor.mask)
+    /// A captured body with every secret value masked where it is a whole word.
+    func body(_ body: CapturedBody, secrets: [String]) -> CapturedBody {
+        guard !secrets.isEmpty else { return body }
+        return CapturedBody(bytes: Redactor.maskWords(secrets, in: body.bytes), truncated: body.truncated)
+    }
+
+    /// Non-empty secrets, longest first (so a credential header is masked whole before a part of it).
+    static func ordered(_ secrets: [String]) -> [String] {
+        Array(Set(secrets.filter { !$0.isEmpty })).sorted { ($0.utf8.count, $0) > ($1.utf8.count, $1) }
+    }
+
+    /// The first URL in `text` (`scheme://…` up to white space, a quote or an angle bracket, without trailing
+    /// sentence punctuation), or nil.
+    static func urlSpan(in text: Substring) -> Range<Substring.Index>? {
+        guard let separator = text.range(of: "://") else { return nil }
+        var start = separator.lowerBound
+        while start > text.startIndex {
+            let previous = text.index(before: start)
+            let character = text[previous]
+            guard character.isASCII, character.isLetter || character.isNumber || "+-.".contains(character) else { break }
+            start = previous
         }
+        var end = text[separator.upperBound...].firstIndex(where: { $0.isWhitespace || "\"'<>".contains($0) })
+            ?? text.endIndex
+        while end > separator.upperBound, ".,;:)]}".contains(text[text.index(before: end)]) {
+            end = text.index(before: end)
+        }
+        return start..<end
+    }
+
+    /// `text` with each secret masked where it stands as a whole word (see `maskWords(_:in:)` on bytes).
+    static func maskWords(_ secrets: [String], in text: String) -> String {
+        guard !secrets.isEmpty else { return text }
+        let bytes = Array(text.utf8)
+        let masked = maskWords(secrets, in: bytes)
+        return masked == bytes ? text : String(decoding: masked, as: UTF8.self)
+    }
+
+    /// `haystack` with each secret masked where it stands as a whole word: a secret beginning (ending) with a word
+    /// byte (ASCII letters and digits, `-`, `_`, any non-ASCII byte) must not have one just before (after) it. So
+    /// the secret `t` is masked in `you said: t!` and in `key="t"`, never inside `http` or `t-shirt`.
+    static func maskWords(_ secrets: [String], in haystack: [UInt8]) -> [UInt8] {
+        var result = haystack
+        for secret in secrets { result = maskWord(Array(secret.utf8), in: result) }
         return result
     }
 
-    static func replace(_ needle: [UInt8], in haystack: [UInt8]) -> [UInt8] {
+    private static func maskWord(_ needle: [UInt8], in haystack: [UInt8]) -> [UInt8] {
         guard !needle.isEmpty, haystack.count >= needle.count else { return haystack }
         let mask = Array(Redactor.mask.utf8)
         var out: [UInt8] = []
         out.reserveCapacity(haystack.count)
         var index = 0
         let first = needle[0]
+        let startsWord = isWordByte(first), endsWord = isWordByte(needle[needle.count - 1])
         while index < haystack.count {
-            if haystack[index] == first, index + needle.count <= haystack.count,
-               haystack[index..<(index + needle.count)].elementsEqual(needle) {
+            let end = index + needle.count
+            if haystack[index] == first, end <= haystack.count,
+               !startsWord || index == 0 || !isWordByte(haystack[index - 1]),
+               !endsWord || end == haystack.count || !isWordByte(haystack[end]),
+               haystack[index..<end].elementsEqual(needle) {
                 out.append(contentsOf: mask)
-                index += needle.count
+                index = end
             } else {
                 out.append(haystack[index])
                 index += 1
             }
         }
         return out
+    }
+
+    private static func isWordByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), 0x80...: true
+        default: false
+        }
     }
 }

@@ -37,7 +37,9 @@ public struct FlowRecord: Sendable {
     /// The upstream server's address and the connection id, when curl reported them.
     public var serverIP: String?
     public var connectionID: String?
-    /// Values hookproxy itself added (credentials): never logged, even with --log-secrets.
+    /// Values hookproxy itself added (credentials, header values rules set from `${VAR}`): never logged, even with
+    /// --log-secrets. The log masks them where they stand (a header value or a word of it, a word of a body or
+    /// of text, a URL's userinfo), never inside longer text.
     public var secretValues: [String]
 
     public init(

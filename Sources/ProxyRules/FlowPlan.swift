@@ -86,6 +86,12 @@ public struct FlowPlan: Sendable {
         }.first
     }
 
+    /// Header values the matching rules set from the environment (`${VAR}` in `set_headers`): the server hands
+    /// them to the log as `FlowRecord.secretValues`, so they are masked even with `--log-secrets`.
+    public var secretValues: [String] {
+        (requestEdits + responseEdits).flatMap(\.secretValues)
+    }
+
     /// Applies every matching rule's `response` edits (status, headers) in file order.
     public func editResponse(_ head: inout ResponseHead) {
         for edit in responseEdits {
@@ -103,11 +109,14 @@ public struct HeaderEdit: Sendable, Hashable {
     public var set: [HeaderField]
     public var remove: [String]
     public var status: Int?
+    /// Values in `set` that `${VAR}` filled from the environment: secrets, never logged (see `FlowPlan.secretValues`).
+    public var secretValues: [String]
 
-    public init(set: [HeaderField] = [], remove: [String] = [], status: Int? = nil) {
+    public init(set: [HeaderField] = [], remove: [String] = [], status: Int? = nil, secretValues: [String] = []) {
         self.set = set
         self.remove = remove
         self.status = status
+        self.secretValues = secretValues
     }
 
     public func apply(to headers: inout HeaderFields) {

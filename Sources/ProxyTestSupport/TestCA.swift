@@ -9,7 +9,11 @@ import X509
 /// - `unrelatedRoot` **U** with its leaf `unrelatedLeaf` **UL** (localhost, 127.0.0.1);
 /// - `selfSigned` **S**: self-signed leaf (localhost, 127.0.0.1); `noDomains` **N**: self-signed, no SAN,
 ///   CN "No Domains";
-/// - `clientCA` **CCA** and `client` **C**: a client-certificate CA and a client leaf (EKU clientAuth).
+/// - `clientCA` **CCA** and `client` **C**: a client-certificate CA and a client leaf (EKU clientAuth);
+/// - `clientAuthLeaf` **LC**: like L (under I, localhost, 127.0.0.1) but with only the clientAuth EKU, so no TLS
+///   client may accept it as a server;
+/// - `partialWildcard` **PW**: leaf under I whose only SAN is the partial wildcard `f*.hookproxy.test` (which
+///   OpenSSL matches against `foo.hookproxy.test` unless partial wildcards are refused, as curl refuses them).
 ///
 /// `TestCA.shared` is generated once per process. Any thread (immutable).
 public final class TestCA: Sendable {
@@ -24,6 +28,8 @@ public final class TestCA: Sendable {
     public let noDomains: TestCertificate
     public let clientCA: TestCertificate
     public let client: TestCertificate
+    public let clientAuthLeaf: TestCertificate
+    public let partialWildcard: TestCertificate
 
     /// One set per test process: generating is quick but tests share it.
     public static let shared: TestCA = {
@@ -47,16 +53,21 @@ public final class TestCA: Sendable {
         clientCA = try TestCA.makeCA(name: "CCA", commonName: "hookproxy test client CA", issuer: nil)
         client = try TestCA.makeLeaf(name: "C", commonName: "hookproxy test client", names: [], issuer: clientCA,
                                      usage: .clientAuth)
+        clientAuthLeaf = try TestCA.makeLeaf(name: "LC", commonName: "localhost", names: localhost,
+                                             issuer: intermediate, usage: .clientAuth)
+        partialWildcard = try TestCA.makeLeaf(name: "PW", commonName: "f*.hookproxy.test",
+                                              names: [.dnsName("f*.hookproxy.test")], issuer: intermediate)
     }
 
-    /// Every certificate by its TRUST-CASES.md name (`R`, `I`, `L`, `W`, `E`, `U`, `UL`, `S`, `N`, `CCA`, `C`).
+    /// Every certificate by its TRUST-CASES.md name (`R`, `I`, `L`, `W`, `E`, `U`, `UL`, `S`, `N`, `CCA`, `C`),
+    /// or `LC`, `PW`.
     public subscript(name: String) -> TestCertificate? {
         all.first { $0.name == name }
     }
 
     public var all: [TestCertificate] {
         [root, intermediate, leaf, wrongName, expired, unrelatedRoot, unrelatedLeaf, selfSigned, noDomains,
-         clientCA, client]
+         clientCA, client, clientAuthLeaf, partialWildcard]
     }
 
     /// A server identity presenting `chain` (leaf first) with the leaf's key, e.g. `identity([leaf, intermediate])`.

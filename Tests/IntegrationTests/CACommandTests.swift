@@ -147,4 +147,62 @@ struct CACommandTests {
         #expect(result.exitCode == 1)
         #expect(result.stderr.contains("does not belong to"), "\(result.stderr)")
     }
+
+    @Test("a --ca-dir others can write to, or owned by another user, is refused by ca and run; 0700 works (issue 11, 18c)")
+    func unsafeDirectoryRefused() async throws {
+        let directory = try TemporaryDirectory()
+        let caDirectory = directory.path + "/ca"
+        try FileManager.default.createDirectory(atPath: caDirectory, withIntermediateDirectories: false)
+        #expect(chmod(caDirectory, 0o777) == 0)
+
+        for show in ["path", "pem"] {
+            let ca = try await Hooks.run(try executable, ["ca", show, "--ca-dir", caDirectory])
+            #expect(ca.exitCode == 1, "\(ca.stdout)")
+            #expect(ca.stdout.isEmpty, "\(ca.stdout)")
+            #expect(ca.stderr.contains("the CA directory \(caDirectory) is group- or world-writable (mode 777)"),
+                    "\(ca.stderr)")
+            #expect(ca.stderr.contains("chmod 700 \(caDirectory)"), "\(ca.stderr)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: caDirectory).isEmpty, "no CA was written there")
+        let run = try await Hooks.run(try executable, ["run", "--listen", "127.0.0.1:0", "--ca-dir", caDirectory],
+                                      timeout: .seconds(20))
+        #expect(run.exitCode == 1, "\(run.stdout) \(run.stderr)")
+        #expect(!run.stdout.contains("listening"), "\(run.stdout)")
+        #expect(run.stderr.contains("chmod 700 \(caDirectory)"), "\(run.stderr)")
+        // Group-writable alone is refused too.
+        #expect(chmod(caDirectory, 0o770) == 0)
+        let group = try await Hooks.run(try executable, ["ca", "path", "--ca-dir", caDirectory])
+        #expect(group.exitCode == 1 && group.stderr.contains("(mode 770)"), "\(group.stderr)")
+
+        #expect(chmod(caDirectory, 0o700) == 0)
+        let fixed = try await Hooks.run(try executable, ["ca", "path", "--ca-dir", caDirectory])
+        #expect(fixed.exitCode == 0, "\(fixed.stderr)")
+        #expect(fixed.stdout == caDirectory + "/" + CertificateAuthority.certificateFile + "\n")
+
+        // Owned by someone else (only root can give a directory away).
+        if geteuid() == 0 {
+            #expect(chown(caDirectory, 65534, 65534) == 0)
+            let foreign = try await Hooks.run(try executable, ["ca", "path", "--ca-dir", caDirectory])
+            #expect(foreign.exitCode == 1)
+            #expect(foreign.stderr.contains("the CA directory \(caDirectory) belongs to another user"), "\(foreign.stderr)")
+            let foreignRun = try await Hooks.run(try executable, ["run", "--listen", "127.0.0.1:0", "--ca-dir", caDirectory],
+                                                 timeout: .seconds(20))
+            #expect(foreignRun.exitCode == 1 && foreignRun.stderr.contains("belongs to another user"), "\(foreignRun.stderr)")
+        }
+    }
+
+    @Test("the in-process check: CertificateAuthority.loadOrCreate refuses a 0777 directory, accepts a 0700 one")
+    func unsafeDirectoryInProcess() throws {
+        let directory = try TemporaryDirectory()
+        #expect(chmod(directory.path, 0o777) == 0)
+        #expect(throws: CAError.self) { try CertificateAuthority.loadOrCreate(directory: directory.path) }
+        do {
+            _ = try CertificateAuthority.loadOrCreate(directory: directory.path)
+        } catch {
+            #expect(error.description.contains("chmod 700 \(directory.path)"), "\(error)")
+        }
+        #expect(chmod(directory.path, 0o700) == 0)
+        let ca = try CertificateAuthority.loadOrCreate(directory: directory.path)
+        #expect(ca.certificatePath == directory.path + "/" + CertificateAuthority.certificateFile)
+    }
 }

@@ -9,7 +9,10 @@ extension RuleParser {
         -> (HeaderEdit?, BodyTransformStep?)? {
         guard let map = ctx.mapping(node, what, allowed: keys) else { return nil }
         var edit = HeaderEdit()
-        if let node = map["set_headers"], let pairs = headerPairs(node, "\(what).set_headers") { edit.set = pairs }
+        if let node = map["set_headers"], let pairs = headerPairs(node, "\(what).set_headers") {
+            edit.set = pairs
+            edit.secretValues = environmentValues(node, pairs)
+        }
         if let node = map["remove_headers"], let names = ctx.stringList(node, "\(what).remove_headers") {
             for (name, nameNode) in names {
                 if HeaderValidation.isName(name) { edit.remove.append(name) }
@@ -21,6 +24,20 @@ extension RuleParser {
         if let node = map["body"] { step = parseBody(node, "\(what).body", rule: rule) }
         let hasHeaderEdit = !edit.set.isEmpty || !edit.remove.isEmpty || edit.status != nil
         return (hasHeaderEdit ? edit : nil, step)
+    }
+
+    /// The values of `pairs` (parsed from the mapping `node`) that `${VAR}` filled from the environment: secrets
+    /// the logs must not show.
+    func environmentValues(_ node: Node, _ pairs: [HeaderField]) -> [String] {
+        guard case .mapping(let mapping) = node else { return [] }
+        var values: [String] = []
+        for (key, value) in mapping {
+            guard case .scalar(let raw) = value, raw.string.contains("${"),
+                  let set = pairs.last(where: { $0.name == key.string }), set.value != raw.string, !set.value.isEmpty
+            else { continue }
+            values.append(set.value)
+        }
+        return values
     }
 
     func parseBody(_ node: Node, _ what: String, rule: String) -> BodyTransformStep? {

@@ -498,9 +498,10 @@ final class Exchange: @unchecked Sendable {
 
     // MARK: log
 
-    /// Credentials hookproxy itself adds: never logged, even with --log-secrets.
+    /// Credentials hookproxy itself adds, and header values rules set from the environment: never logged, even
+    /// with --log-secrets.
     private var secretValues: [String] {
-        var secrets: [String] = []
+        var secrets = plan.secretValues + (hop > 0 ? hopPlan.secretValues : [])
         if let challenge = hopPlan.onChallenge, let password = challenge.password, !password.isEmpty {
             secrets.append(password)
             if let user = challenge.username {

@@ -50,7 +50,7 @@ struct TrustEvaluator {
 
         if policy.pinning == .certificate {
             let pinned = policy.pinnedCertificates.flatMap { X509Certificate.parse($0) }
-            let result = verify(presented, store: TrustStores.anchors(pinned), partial: true, ownsStore: true)
+            let result = verify(presented, store: TrustStores.anchors(pinned), partial: true)
             if !result.ok { return .rejected("step 3: chain does not reach a pinned certificate: \(result.error)") }
             if vd && !leaf.matches(host: host) { return .rejected("step 3: host name: certificate is not valid for \(host)") }
             let pinnedDER = Set(policy.pinnedCertificates)
@@ -73,12 +73,14 @@ struct TrustEvaluator {
         return .accepted("step 4: \(match.pin) matched \(match.subject)")
     }
 
-    /// Verifies `presented` (leaf first) against `store`; `partial` lets a non-self-signed anchor end the chain.
-    private func verify(_ presented: [X509Certificate], store: OpaquePointer?, partial: Bool, ownsStore: Bool = false) -> Verification {
-        guard let store, let leaf = presented.first else {
+    /// Verifies `presented` (leaf first) against `store` (a reference this call takes over and frees); `partial`
+    /// lets a non-self-signed anchor end the chain.
+    private func verify(_ presented: [X509Certificate], store: OpaquePointer?, partial: Bool) -> Verification {
+        guard let store else {
             return Verification(ok: false, error: "cannot read the trust store\(policy.caFile.map { " \($0)" } ?? "")", chain: presented)
         }
-        defer { if ownsStore { X509_STORE_free(store) } }
+        defer { X509_STORE_free(store) }
+        guard let leaf = presented.first else { return Verification(ok: false, error: "no certificate", chain: presented) }
         guard let context = X509_STORE_CTX_new(), let untrusted = hp_sk_X509_new_null() else {
             return Verification(ok: false, error: "out of memory", chain: presented)
         }
@@ -88,6 +90,9 @@ struct TrustEvaluator {
         }
         for certificate in presented.dropFirst() { _ = hp_sk_X509_push(untrusted, certificate.pointer) }
         X509_STORE_CTX_init(context, store, leaf.pointer, untrusted)
+        // What OpenSSL's TLS client (and so curl) verifies a server with: purpose sslserver (the leaf must allow
+        // serverAuth, the CAs must be CAs) and the matching trust settings.
+        X509_STORE_CTX_set_default(context, "ssl_server")
         if partial { X509_VERIFY_PARAM_set_flags(X509_STORE_CTX_get0_param(context), hp_x509_v_flag_partial_chain()) }
         let ok = X509_verify_cert(context) == 1
         let error = String(cString: X509_verify_cert_error_string(Int(X509_STORE_CTX_get_error(context))))

@@ -66,12 +66,13 @@ public final class X509Certificate: @unchecked Sendable {
     public var notBefore: String { X509Certificate.describe(X509_get0_notBefore(pointer)) }
     public var notAfter: String { X509Certificate.describe(X509_get0_notAfter(pointer)) }
 
-    /// Whether the certificate names `host` (an IP address is matched against IP SANs).
+    /// Whether the certificate names `host` (an IP address is matched against IP SANs). A wildcard must be the
+    /// whole left-most label (`*.example.com`), as curl requires: `f*.example.com` names nothing.
     public func matches(host: String) -> Bool {
         if host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) {
             return X509_check_ip_asc(pointer, host, 0) == 1
         }
-        return X509_check_host(pointer, host, host.utf8.count, 0, nil) == 1
+        return X509_check_host(pointer, host, host.utf8.count, hp_x509_check_flag_no_partial_wildcards(), nil) == 1
     }
 
     private static func describe(_ name: OpaquePointer?) -> String {
