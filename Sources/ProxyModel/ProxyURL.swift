@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// An absolute http(s) URL split into the parts rules match and templates use.
 /// `path` never holds the query; `query` is nil when the URL has no `?`.
 public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
@@ -52,7 +56,20 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     public static func splitAuthority(_ authority: Substring, defaultPort: Int) -> (String, Int)? {
         guard let (host, port) = splitAuthorityUnchecked(authority, defaultPort: defaultPort),
               isValidHost(host, bracketed: authority.hasPrefix("[")) else { return nil }
-        return (host, port)
+        return (authority.hasPrefix("[") ? host : canonicalHost(host), port)
+    }
+
+    /// The one spelling rules see for a host libcurl would reach under several: without a trailing dot
+    /// (`api.example.com.`), and IPv4 addresses in dotted-quad form (`0x0a000001`, `10.1` → `10.0.0.1`), so a rule
+    /// for the host cannot be sidestepped by another spelling of it.
+    static func canonicalHost(_ host: String) -> String {
+        var host = host
+        if host.count > 1, host.hasSuffix(".") { host.removeLast() }
+        guard let first = host.utf8.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "9") else { return host }
+        var address = in_addr()
+        guard inet_aton(host, &address) != 0 else { return host }
+        let value = UInt32(bigEndian: address.s_addr)
+        return "\(value >> 24).\((value >> 16) & 0xFF).\((value >> 8) & 0xFF).\(value & 0xFF)"
     }
 
     /// Whether `host` is a registered name (`bracketed == false`) or an IPv6 literal (`true`) hookproxy forwards to.

@@ -1,4 +1,5 @@
 import Testing
+import ProxyModel
 @testable import ProxyServer
 
 /// Issue 11, item 9: --max-connections and curl's connection cache fit the process's descriptor limit.
@@ -41,5 +42,14 @@ import Testing
 
     @Test func anotherPortIsNotSelf() {
         #expect(!RequestClassifier.isOwnAddress(.init(scheme: "http", host: "127.0.0.1", port: 8081), listening: ("127.0.0.1", 8080)))
+    }
+}
+
+/// Issue 11, item 10: rules see one spelling of a host that libcurl reaches under several.
+@Suite struct HostSpellingTests {
+    @Test(arguments: [("http://api.example.com./x", "api.example.com"), ("http://0x0a000001/", "10.0.0.1"),
+                      ("http://10.1:8080/", "10.0.0.1"), ("http://2130706433/", "127.0.0.1"), ("http://Example.COM/", "Example.COM")])
+    func canonicalSpelling(_ url: String, _ host: String) throws {
+        #expect(try #require(ProxyURL(string: url)).host == host)
     }
 }

@@ -242,6 +242,9 @@ final class Exchange: @unchecked Sendable {
         record(response: responseHead, outcome: nil, final: true)
     }
 
+    /// Whether the whole response has been handed to the client's channel.
+    var responseIsComplete: Bool { responseComplete }
+
     /// Whether the client's request body has been read to its end.
     var requestBodyComplete: Bool { requestComplete }
 
@@ -366,7 +369,11 @@ final class Exchange: @unchecked Sendable {
             transformed.headers.set("Content-Length", String(body.count))
             hopEvents += notes.map { HookEvent(hook: .body, action: "response body", detail: $0) }
             writeHead(transformed)
-            writeBody(ByteBuffer(bytes: body))
+            // in pieces: the client-side idle timeout counts completed writes, and one huge write completes late
+            var buffer = ByteBuffer(bytes: body)
+            while let piece = buffer.readSlice(length: min(buffer.readableBytes, 64 * 1024)), piece.readableBytes > 0 {
+                writeBody(piece)
+            }
             completeResponse(outcome: outcome)
         }
     }

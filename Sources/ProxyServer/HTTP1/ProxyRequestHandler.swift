@@ -40,6 +40,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The current request ends this connection's use (an `Upgrade` hookproxy does not carry): once it is read,
     /// reading stops for good, so whatever the client sends after it cannot pile up in the stopped decoder.
     private var closesAfterRequest = false
+    /// Set once such a request has been read: nothing (not even the upstream draining the body) resumes reading.
+    private var readsStopped = false
 
     init(context: ProxyContext, impliedScheme: String = "http", impliedAuthority: String? = nil) {
         self.proxy = context
@@ -85,9 +87,13 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.close(promise: nil)
         case (.read, .answeringLocally), (.read, .connectRequested):
             context.close(promise: nil)
-        case (.write, .exchanging(let exchange)) where !context.channel.isWritable:
+        case (.write, .exchanging(let exchange)) where !context.channel.isWritable || exchange.responseIsComplete:
             // The client stopped reading: curl does not time out a paused transfer, so hookproxy ends it.
             exchange.clientTimedOut("client read nothing for \(seconds) s (--idle-timeout)")
+            context.close(promise: nil)
+        case (.write, .closing), (.write, .idle):
+            // Nothing written completed for the idle timeout: a client that stopped reading the end of a response
+            // (or an idle keep-alive connection) is not kept.
             context.close(promise: nil)
         default:
             break
@@ -103,10 +109,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.body(let buffer), .exchanging(let exchange)):
             exchange.receiveRequestBody(buffer)
         case (.end, .exchanging(let exchange)):
-            if closesAfterRequest { pauseReading() }
+            if closesAfterRequest { stopReading() }
             exchange.finishRequestBody()
         case (.end, .answeringLocally(let response, let keepAlive, let events, let request)):
-            if closesAfterRequest { pauseReading() }
+            if closesAfterRequest { stopReading() }
             writeLocal(response, keepAlive: keepAlive, events: events, request: request)
         case (.end, .connectRequested(let request)):
             state = .tunnelling
@@ -155,7 +161,14 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func pauseReading() { readPaused = true }
 
+    private func stopReading() {
+        readPaused = true
+        readsStopped = true
+    }
+
     func resumeReading() {
+        // After an Upgrade request hookproxy does not carry, reading stays off for good (the decoder has stopped).
+        guard !readsStopped else { return }
         readPaused = false
         if readPending {
             readPending = false
@@ -251,13 +264,14 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func exchangeFinished(_ exchange: Exchange, close: Bool, endAlreadySent: Bool = false) {
         guard case .exchanging(let current) = state, current === exchange else { return }
         state = close ? .closing : .idle
-        if !close {
-            awaitHead()
-            resumeReading()
-        }
+        if !close { resumeReading() }
         let context = self.context!
         let ended = endAlreadySent ? context.eventLoop.makeSucceededVoidFuture() : sendEnd()
-        if close { ended.whenComplete { _ in context.close(promise: nil) } }
+        // The next request's deadline starts when this response is on the wire, not when it is queued: a client
+        // still reading a long tail is not cut off (a client that stops reading meets the write-idle timeout).
+        ended.assumeIsolated().whenComplete { [self] _ in
+            if close { context.close(promise: nil) } else if case .idle = state { awaitHead() }
+        }
     }
 
     /// hookproxy's own answer to a CONNECT it could not carry out (bad target, connect failure, no interception):
@@ -272,7 +286,6 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let isConnect = request.head.method == .CONNECT
         let keepAlive = keepAlive && !isConnect
         state = keepAlive ? .idle : .closing
-        if keepAlive { awaitHead() }
         var head = response.head
         if !keepAlive { head.headers.set("Connection", "close") }
         let version = request.head.version
@@ -286,8 +299,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
         }
         let context = self.context!
-        sendEnd().whenComplete { _ in
-            if !keepAlive { context.close(promise: nil) }
+        sendEnd().assumeIsolated().whenComplete { [self] _ in
+            if !keepAlive { context.close(promise: nil) } else if case .idle = state { awaitHead() }
         }
         // The file logs capture a local answer's body (a mock) like any other, up to the capture limit.
         let limit = proxy.limits.captureLimit

@@ -52,7 +52,11 @@ enum ConnectTunnel {
         guard let remote = upstream.remoteAddress, remote.port == proxy.listeningPort.load(ordering: .relaxed) else {
             return false
         }
-        return remote.ipAddress == upstream.localAddress?.ipAddress || remote.ipAddress == proxy.listeningHost
+        if RequestClassifier.isAnyAddress(proxy.listeningHost) {
+            return remote.ipAddress == upstream.localAddress?.ipAddress
+        }
+        return remote.ipAddress == proxy.listeningHost
+            || (proxy.listeningHost == "localhost" && RequestClassifier.isLoopback(remote.ipAddress ?? ""))
     }
 
     /// A TCP connection to the target: direct, or through `--upstream-proxy` (set up by libcurl off the loop).
