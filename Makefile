@@ -10,7 +10,7 @@ ARGS ?=
 PYVENV := .build/pyvenv
 PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0
 
-.PHONY: deps pydeps build run test check bench docker-lint clean fuzz
+.PHONY: deps pydeps build run test check bench soak docker-lint clean fuzz
 
 # Installs the system libraries hookproxy links (and the tools its tests use) when missing.
 deps:
@@ -59,6 +59,10 @@ docker-lint:
 bench: deps
 	bash bench/run.sh
 
+# 10 minutes of mixed load through one hookproxy (SOAK_SECONDS to change it); fails on RSS growth or an fd leak.
+soak: deps
+	bash bench/soak.sh
+
 clean:
 	rm -rf .build
 
@@ -76,7 +80,7 @@ fuzz: deps
 	for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(FUZZ_SCRATCH)/corpus/$$t; \
 		echo "== $$t: $(FUZZ_SECONDS) s (log: $(FUZZ_SCRATCH)/$$t.log)"; \
-		ASAN_OPTIONS=detect_leaks=0 $(FUZZ_SCRATCH)/debug/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=25 \
+		SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 $(FUZZ_SCRATCH)/debug/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=25 \
 			-rss_limit_mb=4096 -detect_leaks=0 -print_final_stats=1 -dict=Fuzz/dict/$$t.dict \
 			-artifact_prefix=$(FUZZ_SCRATCH)/artifacts/$$t- $(FUZZ_FLAGS) \
 			$(FUZZ_SCRATCH)/corpus/$$t Fuzz/corpus/$$t > $(FUZZ_SCRATCH)/$$t.log 2>&1; \
