@@ -6,7 +6,13 @@ let package = Package(
     name: "hookproxy",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "hookproxy", targets: ["hookproxy"])
+        .executable(name: "hookproxy", targets: ["hookproxy"]),
+        // For the fuzz package in Fuzz/ (it depends on this package by path); automatic libraries add no build step.
+        .library(name: "ProxyModel", targets: ["ProxyModel"]),
+        .library(name: "ProxyRules", targets: ["ProxyRules"]),
+        .library(name: "ProxyLog", targets: ["ProxyLog"]),
+        .library(name: "ProxyUpstream", targets: ["ProxyUpstream"]),
+        .library(name: "ProxyServer", targets: ["ProxyServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),

@@ -115,7 +115,9 @@ struct ResponseHeadParser {
             let numbers = v.split(separator: ".")
             version = HTTPVersionNumber(major: Int(numbers.first ?? "1") ?? 1, minor: numbers.count > 1 ? Int(numbers[1]) ?? 0 : 0)
         }
-        let status = parts.count > 1 ? Int(parts[1]) ?? 502 : 502
+        // three digits or nothing: `HTTP/2 -1` reaches here through libcurl, and a negative code trapped later
+        let code = parts.count > 1 ? parts[1] : ""
+        let status = code.utf8.count == 3 && code.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) ? Int(code) ?? 0 : 0
         let reason = parts.count > 2 ? String(parts[2]) : ""
         return ResponseHead(status: status, reason: reason, version: version)
     }

@@ -30,7 +30,8 @@ struct AdversarialUpstreamTests {
         }
     }
 
-    @Test("a status line that is not HTTP gets 502 naming the host", arguments: ["SSH-2.0-OpenSSH_9.2\r\n", "HTTP/1.1 abc Weird\r\n\r\n", "\0\0\0\0\r\n\r\n"])
+    @Test("a status line that is not HTTP gets 502 naming the host", arguments: ["SSH-2.0-OpenSSH_9.2\r\n", "HTTP/1.1 abc Weird\r\n\r\n", "\0\0\0\0\r\n\r\n",
+                     "HTTP/2 -1 Neg\r\nContent-Length: 0\r\n\r\n"])
     func notHTTP(_ line: String) async throws {
         try await MisbehavingOrigin.with([.text(line), .close]) { origin in
             try await withProxy { proxy in

@@ -23,7 +23,7 @@ extension HTTPVersionNumber {
 
 extension ResponseHead {
     func nioHead(version: HTTPVersion) -> HTTPResponseHead {
-        HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: status, reasonPhrase: reason),
+        HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: max(0, status), reasonPhrase: reason),
                          headers: headers.nioHeaders)
     }
 }

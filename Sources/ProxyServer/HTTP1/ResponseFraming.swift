@@ -15,6 +15,7 @@ import ProxyModel
 enum ResponseFraming {
     /// Rewrites `head` in place; returns why it cannot be forwarded at all (then nothing was changed that matters).
     static func sanitize(_ head: inout ResponseHead) -> String? {
+        guard (100...999).contains(head.status) else { return "invalid status line (no three-digit status code)" }
         for field in head.headers {
             if !isToken(field.name) { return "invalid header name '\(printable(field.name))'" }
             if field.value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
