@@ -64,7 +64,7 @@ final class HARFile: LogSink {
         warn("hookproxy: \(file.path) ended inside an entry (was hookproxy killed?); dropped \(existing.count - cut) bytes of it and appending after the last complete entry")
     }
 
-    /// The offset just after the last line that is a whole entry (`{…}` or `,{…}` that parses as a JSON object).
+    /// The offset just after the last line that is a whole entry (`{…}` or `,{…}`: a JSON object with startedDateTime).
     static func endOfLastCompleteEntry(_ bytes: [UInt8], headerEnd: Int) -> Int {
         var lineEnds: [Int] = []
         var index = headerEnd + 1
@@ -77,8 +77,10 @@ final class HARFile: LogSink {
         for end in lineEnds {
             var line = bytes[start..<end]
             if line.first == UInt8(ascii: ",") { line = line.dropFirst() }
+            // (an entry has startedDateTime: a write torn after `,{` leaves `,{}` from the old trailer's `}}`)
             guard line.first == UInt8(ascii: "{"),
-                  (try? JSONSerialization.jsonObject(with: Data(line))) is [String: Any] else { break }
+                  let entry = (try? JSONSerialization.jsonObject(with: Data(line))) as? [String: Any],
+                  entry["startedDateTime"] != nil else { break }
             lastGood = end + 1
             start = end + 1
         }

@@ -50,7 +50,21 @@ import Testing
             child.waitUntilExit()
             #expect(child.terminationReason == .uncaughtSignal)
 
-            // the bytes on disk, as the killed process left them
+            // The bytes on disk, as the killed process left them: valid JSON — unless the kill landed inside the one
+            // `pwrite` of an entry spanning pages (the kernel stops a write at a page boundary for SIGKILL; nothing
+            // in place can make that atomic). Then only that last line may be torn, and reopening repairs it.
+            if (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path)))) == nil {
+                let before = try Data(contentsOf: URL(fileURLWithPath: path))
+                let lastLine = before.dropLast(before.last == 0x0A ? 1 : 0).lastIndex(of: 0x0A).map { before.count - $0 - 1 }
+                let warnings = Warnings()
+                let file = try LogFile(path: path, append: false)
+                _ = try HARFile(file: file, creatorVersion: "kill-test", warn: warnings.add)
+                file.close()
+                #expect(warnings.all.count == 1 && warnings.all[0].contains("ended inside an entry"),
+                        "round \(round): \(warnings.all)")
+                let after = try Data(contentsOf: URL(fileURLWithPath: path))
+                #expect(before.count - after.count <= (lastLine ?? 0), "round \(round): more than the last line dropped")
+            }
             let entries = try TestFiles.entries(path)
             #expect(entries.count > previous, "round \(round): \(entries.count) entries")
             #expect(entries.allSatisfy { ($0["_hookproxy"] as? [String: Any])?["id"] is Int })
@@ -58,3 +72,4 @@ import Testing
         }
     }
 }
+

@@ -123,6 +123,17 @@ import Testing
         try har.append(Array(HARWriter.entryJSON(for: Samples.challenged).utf8))
         #expect(try TestFiles.entries(path).count == 4)
         har.close()
+
+        // A write torn after its first two bytes turns the old trailer `]}}` into `,{}` + `}`: an object, not an entry.
+        bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        bytes.replaceSubrange((bytes.count - HARFile.trailer.count)..<(bytes.count - 2), with: Data(",{".utf8))
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let again = Warnings()
+        let reopened = try LogFile(path: path, append: false)
+        _ = try HARFile(file: reopened, creatorVersion: "1", warn: again.add)
+        reopened.close()
+        #expect(again.all.count == 1)
+        #expect(try TestFiles.entries(path).count == 4)
     }
 
     @Test func refusesAFileItDidNotWrite() throws {
