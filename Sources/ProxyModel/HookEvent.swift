@@ -1,7 +1,20 @@
 /// Something a hook or rule did during an exchange, in the words the log uses.
 /// `detail` never holds a secret.
 public struct HookEvent: Sendable, Hashable, Codable {
-    /// Which moment of the exchange produced the event.
+    /// Which moment of the exchange produced the event: when each hook fires, and on which thread.
+    ///
+    /// | hook | fires | thread |
+    /// | --- | --- | --- |
+    /// | `rule` | the request head is planned (`RuleSet.plan`): `map_remote`, `respond`, `redirect_client`, header edits, `delay`; again for each followed hop | the client connection's event loop |
+    /// | `intercept` | a request arrives inside an intercepted CONNECT tunnel | event loop |
+    /// | `trust` | the upstream's certificate chain is checked, during the TLS handshake, before any request byte goes out | the upstream engine's curl thread (OpenSSL's verify callback) |
+    /// | `challenge` | a 401/407 arrives: `use_credential` answers it inside curl (curl thread, the next round follows at once); `cancel` answers the client when the head reaches the exchange | curl thread / event loop |
+    /// | `redirect` | a 3xx head reaches the exchange, before the client sees it: `pass`, `block`, `rewrite`, `follow` (the next hop starts when the 3xx ends) | event loop |
+    /// | `body` | a body transform ran on a whole request or response body (or skipped it: over --body-limit) | the transform pool; recorded on the event loop |
+    /// | `upstream` | reserved for what the engine reports about the upstream connection (nothing produces it yet) | curl thread |
+    ///
+    /// Events made on the curl thread travel with the transfer's outcome to the event loop; the log record is
+    /// always built there.
     public enum Hook: String, Sendable, Hashable, Codable {
         case rule, redirect, challenge, trust, intercept, body, upstream
     }

@@ -72,6 +72,7 @@ public struct ResponseHead: Sendable, Hashable {
         case 502: "Bad Gateway"
         case 503: "Service Unavailable"
         case 504: "Gateway Timeout"
+        case 508: "Loop Detected"
         default: ""
         }
     }

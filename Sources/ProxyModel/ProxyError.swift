@@ -1,10 +1,11 @@
-/// A failure a user sees: the status the client gets and a message naming what failed, where, and why.
+/// A failure a user sees: the status the client gets and a message naming what failed, where, and why. Every answer
+/// hookproxy gives in its own name (400, 407, 431, 502, 503, 504, 508, 500) is made from one of these.
 /// The message is the client's response body and the log's reason, e.g.
 /// `hookproxy: connection refused 127.0.0.1:9: Failed to connect to 127.0.0.1 port 9: Connection refused`.
 public struct ProxyError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kinds of failure; each fixes the status the client gets.
     public enum Kind: String, Sendable, Hashable {
-        case badRequest, headersTooLarge, proxyAuthRequired, tooManyConnections
+        case badRequest, headersTooLarge, proxyAuthRequired, tooManyConnections, loopDetected
         case connectFailed, dnsFailed, timeout, tlsFailed, upstreamFailed, upstreamClosed
         case trustRejected, challengeCancelled, redirectBlocked, redirectLimit, bodyTooLarge, internalError
     }
@@ -25,6 +26,7 @@ public struct ProxyError: Error, Sendable, Hashable, CustomStringConvertible {
         case .tooManyConnections: 503
         case .timeout: 504
         case .internalError: 500
+        case .loopDetected: 508
         case .connectFailed, .dnsFailed, .tlsFailed, .upstreamFailed, .upstreamClosed, .trustRejected,
             .challengeCancelled, .redirectBlocked, .redirectLimit, .bodyTooLarge:
             502

@@ -1,5 +1,7 @@
 import NIOCore
 import NIOHTTP1
+import ProxyModel
+import ProxyRules
 
 /// Builds the handlers of a new client connection: HTTP/1 codec (with pipelining assistance and the header-size
 /// limit), the protocol-error answerer (400/431 and close), and the proxy request handler.
@@ -7,10 +9,9 @@ enum ProxyPipeline {
     static func configure(_ channel: any Channel, context: ProxyContext) throws {
         guard context.connections.admit(channel) else {
             context.logger.warning("too many connections (limit \(context.connections.limit)): answered 503")
-            var buffer = channel.allocator.buffer(capacity: 160)
-            let body = "hookproxy: too many connections (limit \(context.connections.limit))\n"
-            buffer.writeString("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)")
-            channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
+            let refusal = LocalResponse.error(ProxyError(.tooManyConnections, "hookproxy: too many connections (limit \(context.connections.limit))"))
+            channel.writeAndFlush(channel.allocator.buffer(string: refusal.closingHTTP1Bytes()))
+                .whenComplete { _ in channel.close(promise: nil) }
             return
         }
         channel.closeFuture.whenComplete { _ in context.connections.remove(channel) }

@@ -11,7 +11,7 @@ enum OnboardingPage {
                 return .text(200, authority.certificatePEM, headers: [("Content-Disposition", "attachment; filename=\"hookproxy-ca.pem\"")],
                              contentType: "application/x-pem-file")
             } catch {
-                return .text(500, error.description + "\n")
+                return .error(ProxyError(.internalError, error.description))
             }
         }
         let html = """

@@ -1,5 +1,7 @@
 import NIOCore
 import NIOHTTP1
+import ProxyModel
+import ProxyRules
 
 /// Answers requests the HTTP parser rejects: 431 when the head is over the size limit, 400 with the parser's
 /// reason otherwise, then closes the connection. If a response is already under way it only closes.
@@ -28,19 +30,18 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         guard !failed else { return }
         failed = true
-        let (status, message): (HTTPResponseStatus, String) =
-            parserError == .headerOverflow
-            ? (.requestHeaderFieldsTooLarge, "hookproxy: request headers exceed \(proxy.limits.maxHeaderBytes) bytes (--max-header-bytes)")
-            : (.badRequest, "hookproxy: bad request: \(ProtocolErrorHandler.describe(parserError))")
-        proxy.logger.warning("\(context.remoteAddress?.description ?? "client"): \(message)")
+        let error = parserError == .headerOverflow
+            ? ProxyError(.headersTooLarge, "hookproxy: request headers exceed \(proxy.limits.maxHeaderBytes) bytes (--max-header-bytes)")
+            : ProxyError(.badRequest, "hookproxy: bad request: \(ProtocolErrorHandler.describe(parserError))")
+        proxy.logger.warning("\(context.remoteAddress?.description ?? "client"): \(error.message)")
         if responseInFlight {
             context.close(promise: nil)
             return
         }
-        var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Connection", "close")])
-        headers.add(name: "Content-Length", value: String(message.utf8.count + 1))
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: message + "\n")))), promise: nil)
+        var response = LocalResponse.error(error)
+        response.head.headers.set("Connection", "close")
+        context.write(wrapOutboundOut(.head(response.head.nioHead(version: .http1_1))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
     }
 

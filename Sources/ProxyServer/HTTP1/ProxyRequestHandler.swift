@@ -202,9 +202,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .loop:
             let message = "hookproxy: loop detected: the request came back to hookproxy itself (\(nioHead.uri.prefix(200)))"
             proxy.logger.warning("\(message)")
-            state = .answeringLocally(.text(508, message + "\n"), keepAlive: false, events: [], request)
+            state = .answeringLocally(.error(ProxyError(.loopDetected, message)), keepAlive: false, events: [], request)
         case .invalid(let message):
-            state = .answeringLocally(.text(400, "hookproxy: bad request: \(message)\n"), keepAlive: false, events: [], request)
+            state = .answeringLocally(.error(ProxyError(.badRequest, "hookproxy: bad request: \(message)")), keepAlive: false, events: [], request)
         case .ownAddress(let path):
             state = .answeringLocally(OnboardingPage.response(for: path, ca: proxy.certificateAuthority), keepAlive: keepAlive, events: [], request)
         case .forward(let clientHead):
@@ -241,8 +241,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let header = head.headers.first(name: "proxy-authorization"), ProxyAuth.matches(header, credentials) {
             return nil
         }
-        return .text(407, "hookproxy: proxy authentication required\n",
-                     headers: [("Proxy-Authenticate", "Basic realm=\"hookproxy\"")])
+        return .error(ProxyError(.proxyAuthRequired, "hookproxy: proxy authentication required"),
+                      headers: [("Proxy-Authenticate", "Basic realm=\"hookproxy\"")])
     }
 
     // MARK: responses

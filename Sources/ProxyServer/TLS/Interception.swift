@@ -18,7 +18,7 @@ enum Interception {
             case .failure(let error):
                 let message = "hookproxy: cannot intercept \(target): \(error)"
                 proxy.logger.error("\(message)")
-                handler.answerConnect(.text(502, message + "\n"), request: request)
+                handler.answerConnect(.error(ProxyError(.tlsFailed, message)), request: request)
             case .success(let sslContext):
                 let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: 200, reasonPhrase: "Connection Established"))
                 handler.send(.head(head))

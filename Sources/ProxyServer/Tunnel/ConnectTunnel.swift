@@ -12,13 +12,13 @@ enum ConnectTunnel {
         let target = request.head.uri
         let proxy = handler.proxy
         guard let (host, port) = ProxyURL.splitAuthority(Substring(target), defaultPort: 443), target.contains(":") || target.hasPrefix("[") else {
-            handler.answerConnect(.text(400, "hookproxy: bad request: CONNECT target must be host:port, got '\(target.prefix(200))'\n"),
+            handler.answerConnect(.error(ProxyError(.badRequest, "hookproxy: bad request: CONNECT target must be host:port, got '\(target.prefix(200))'")),
                                   request: request)
             return
         }
         if let listening = proxy.listeningAddress, port == listening.port,
            RequestClassifier.isOwnAddress(ProxyURL(scheme: "http", host: host, port: port), listening: listening) {
-            handler.answerConnect(.text(508, "hookproxy: loop detected: CONNECT \(target.prefix(200)) is hookproxy itself\n"),
+            handler.answerConnect(.error(ProxyError(.loopDetected, "hookproxy: loop detected: CONNECT \(target.prefix(200)) is hookproxy itself")),
                                   request: request)
             return
         }
@@ -34,14 +34,15 @@ enum ConnectTunnel {
                 case .success(let upstream) where isSelf(upstream, proxy: proxy):
                     // a name that resolved to the listener: never a tunnel to itself
                     upstream.close(promise: nil)
-                    handler.answerConnect(.text(508, "hookproxy: loop detected: CONNECT \(target.prefix(200)) reaches hookproxy itself\n"),
+                    handler.answerConnect(.error(ProxyError(.loopDetected, "hookproxy: loop detected: CONNECT \(target.prefix(200)) reaches hookproxy itself")),
                                           request: request)
                 case .success(let upstream):
                     splice(client: context, upstream: upstream, handler: handler, target: target)
                 case .failure(let error):
-                    let message = (error as? ProxyError)?.message ?? "hookproxy: cannot connect to \(target): \(error)"
-                    proxy.logger.warning("CONNECT \(target): \(message) after \(ContinuousClock.now - started)")
-                    handler.answerConnect(.text(502, message + "\n"), request: request)
+                    let failure = error as? ProxyError
+                        ?? ProxyError(.connectFailed, "hookproxy: cannot connect to \(target): \(error)")
+                    proxy.logger.warning("CONNECT \(target): \(failure.message) after \(ContinuousClock.now - started)")
+                    handler.answerConnect(.error(failure), request: request)
                 }
             }
     }

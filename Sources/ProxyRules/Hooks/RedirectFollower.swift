@@ -3,29 +3,29 @@ import ProxyModel
 /// Following redirects hop by hop (`on_redirect: follow`): a value holding the hops so far, and a pure function
 /// that builds the next request — 303 (and 301/302 after POST) become GET without a body, 307/308 keep method
 /// and body, Authorization and Cookie are dropped when the origin changes.
-struct RedirectFollower {
-    let policy: RedirectPolicy
+public struct RedirectFollower: Sendable {
+    public let policy: RedirectPolicy
     /// Every URL requested so far, in order (the original first).
-    private(set) var chain: [ProxyURL]
+    public private(set) var chain: [ProxyURL]
     private var visited: Set<String>
 
-    init(policy: RedirectPolicy, original: RequestHead) {
+    public init(policy: RedirectPolicy, original: RequestHead) {
         self.policy = policy
         self.chain = [original.url]
         self.visited = [RedirectFollower.key(original.method, original.url)]
     }
 
-    var hops: Int { chain.count - 1 }
+    public var hops: Int { chain.count - 1 }
 
     /// What to do with a 3xx answer to `request`.
-    enum Step: Equatable {
+    public enum Step: Equatable, Sendable {
         /// Hand the 3xx to the client as it is (no Location, or another origin with same_host_only).
         case pass
         case follow(RequestHead, bodyKept: Bool)
         case fail(ProxyError)
     }
 
-    mutating func next(after request: RequestHead, status: Int, location: String) -> Step {
+    public mutating func next(after request: RequestHead, status: Int, location: String) -> Step {
         guard let target = RedirectFollower.resolve(location, against: request.url) else { return .pass }
         if policy.sameHostOnly && target.origin != request.url.origin { return .pass }
         let host = chain[0].authority
@@ -61,7 +61,7 @@ struct RedirectFollower {
     private static func key(_ method: String, _ url: ProxyURL) -> String { "\(method) \(url)" }
 
     /// A Location made absolute against the URL it answered (absolute, scheme-relative, absolute-path, relative).
-    static func resolve(_ location: String, against base: ProxyURL) -> ProxyURL? {
+    public static func resolve(_ location: String, against base: ProxyURL) -> ProxyURL? {
         let trimmed = location.trimmingSpaces()
         guard !trimmed.isEmpty else { return nil }
         if let absolute = ProxyURL(string: trimmed) { return absolute }
@@ -92,7 +92,7 @@ struct RedirectFollower {
     }
 
     /// `rewrite.from` is a prefix of the absolute Location; nil when it does not apply.
-    static func rewrite(_ location: String, against base: ProxyURL, with rewrite: RedirectPolicy.Rewrite) -> String? {
+    public static func rewrite(_ location: String, against base: ProxyURL, with rewrite: RedirectPolicy.Rewrite) -> String? {
         let absolute = resolve(location, against: base)?.description ?? location
         guard absolute.hasPrefix(rewrite.from) else { return nil }
         return rewrite.to + absolute.dropFirst(rewrite.from.count)
