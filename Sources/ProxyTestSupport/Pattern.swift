@@ -31,3 +31,17 @@ public func sha256Hex(_ bytes: [UInt8]) -> String {
     hasher.update(data: bytes)
     return hasher.finalize().map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
 }
+
+/// Whether `bytes` is exactly `pattern(count:from:)`. Tests compare large bodies with this rather than with `==`
+/// inside `#expect`: a failed `==` of two multi-megabyte arrays makes Swift Testing render and diff them both, which
+/// takes minutes and holds the whole run.
+public func isPattern(_ bytes: [UInt8], count: Int, from offset: Int = 0) -> Bool {
+    bytes.count == count && bytes == pattern(count: count, from: offset)
+}
+
+/// A short account of where `bytes` stops being the pattern, for a failure message.
+public func patternMismatch(_ bytes: [UInt8], count: Int, from offset: Int = 0) -> String {
+    let expected = pattern(count: count, from: offset)
+    let first = zip(bytes, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+    return "\(bytes.count) bytes (expected \(count))" + (first.map { ", first difference at byte \($0)" } ?? "")
+}

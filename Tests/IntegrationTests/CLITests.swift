@@ -23,7 +23,7 @@ struct CLITests {
         try await withOrigin { origin in
             let result = try await CurlCLI.run(["-s", "-S", "-x", "http://127.0.0.1:\(port)", "\(origin.baseURL)/bytes/1234"])
             #expect(result.exitCode == 0, "\(result.stderr)")
-            #expect(result.stdout == pattern(count: 1234))
+            #expect(isPattern(result.stdout, count: 1234), "\(patternMismatch(result.stdout, count: 1234))")
             let url = "\(origin.baseURL)/bytes/1234"
             let line = await cli.waitForLine { $0.contains(url) }
             #expect(line != nil, "no exchange line for \(url); stdout: \(cli.stdoutLines)")

@@ -131,8 +131,8 @@ enum Hooks {
         process.arguments = args
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("hp-out-\(UUID().uuidString)")
         let err = FileManager.default.temporaryDirectory.appendingPathComponent("hp-err-\(UUID().uuidString)")
-        FileManager.default.createFile(atPath: out.path, contents: nil)
-        FileManager.default.createFile(atPath: err.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
         defer {
             try? FileManager.default.removeItem(at: out)
             try? FileManager.default.removeItem(at: err)
@@ -155,12 +155,10 @@ enum Hooks {
         return (process.terminationStatus, stdout, stderr)
     }
 
-    /// A port on 127.0.0.1 that nothing listens on (bound, then closed).
-    static func closedPort() async throws -> Int {
-        let origin = try await TestOrigin.start()
-        let port = origin.port
-        try await origin.shutdown()
-        return port
+    /// A port on 127.0.0.1 that refuses connections while the returned value lives (keep it until the test ends:
+    /// a port merely bound and closed can be taken by a test running beside this one).
+    static func closedPort() throws -> RefusingPort {
+        try RefusingPort()
     }
 }
 

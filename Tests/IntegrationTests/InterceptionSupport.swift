@@ -225,8 +225,8 @@ final class RunningHookproxy {
     init(executable: String, arguments: [String], directory: TemporaryDirectory) async throws {
         stdoutPath = directory.path + "/hookproxy.stdout"
         stderrPath = directory.path + "/hookproxy.stderr"
-        FileManager.default.createFile(atPath: stdoutPath, contents: nil)
-        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["run", "--listen", "127.0.0.1:0"] + arguments
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))

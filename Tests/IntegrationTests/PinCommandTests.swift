@@ -95,8 +95,10 @@ struct PinCommandTests {
     @Test("pin against an unreachable port: exit 1 with a clear message")
     func unreachable() async throws {
         let hookproxy = try executable()
-        let port = try await Hooks.closedPort()
+        let refusing = try Hooks.closedPort()
+        let port = refusing.port
         let run = try await Hooks.run(hookproxy, ["pin", "127.0.0.1:\(port)"])
+        withExtendedLifetime(refusing) {}
         #expect(run.exitCode == 1)
         #expect(run.stderr.contains("cannot reach 127.0.0.1:\(port)"), "\(run.stderr)")
         #expect(run.stdout.isEmpty, "\(run.stdout)")

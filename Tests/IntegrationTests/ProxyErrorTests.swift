@@ -6,13 +6,13 @@ import Testing
 /// Issue 2, "Errors a user sees": every failure answers a readable response, and the proxy keeps serving.
 @Suite("Errors a user sees")
 struct ProxyErrorTests {
-    /// A port on 127.0.0.1 where nothing listens (a TestOrigin's, after it shut down).
-    func refusedPort() async throws -> Int {
-        let origin = try await TestOrigin.start()
-        let port = origin.port
-        try await origin.shutdown()
-        return port
-    }
+    /// A port on 127.0.0.1 that refuses connections for the life of the suite value (bound, never listening: a
+    /// port merely closed could be taken by a test running beside this one).
+    let refusing: RefusingPort
+
+    init() throws { refusing = try RefusingPort() }
+
+    func refusedPort() async throws -> Int { refusing.port }
 
     @Test("a refused upstream port answers 502 naming the target and curl's reason")
     func refused() async throws {

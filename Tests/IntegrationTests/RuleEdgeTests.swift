@@ -173,7 +173,7 @@ struct RuleEdgeTests {
                 #expect(response.status == 200)
                 #expect(response.header("Transfer-Encoding") == nil)
                 #expect(response.header("Content-Length") == String(response.body.count))
-                #expect(response.body == pattern(count: 2000))
+                #expect(isPattern(response.body, count: 2000), "\(patternMismatch(response.body, count: 2000))")
             }
         }
     }

@@ -44,7 +44,7 @@ struct TestSupportTests {
             }
             let started = ContinuousClock.now
             let drip = try await CurlCLI.run(["-s", "\(origin.baseURL)/drip?chunks=4&interval_ms=100&size=10"])
-            #expect(drip.stdout == pattern(count: 40))
+            #expect(isPattern(drip.stdout, count: 40), "\(patternMismatch(drip.stdout, count: 40))")
             #expect(ContinuousClock.now - started >= .milliseconds(300))
         }
     }
@@ -68,7 +68,7 @@ struct TestSupportTests {
             #expect(head.stdoutText.contains("Content-Length: 1000\r\n"))
             let partial = try await CurlCLI.run(["-s", "\(origin.baseURL)/close-mid-body/1000"])
             #expect(partial.exitCode == 18)
-            #expect(partial.stdout == pattern(count: 500))
+            #expect(isPattern(partial.stdout, count: 500), "\(patternMismatch(partial.stdout, count: 500))")
         }
     }
 

@@ -33,7 +33,7 @@ struct UpstreamEngineTests {
             #expect(outcome.error == nil)
             #expect(delegate.head?.status == 200)
             #expect(delegate.head?.headers["Content-Length"] == String(Self.fiveMB))
-            #expect(delegate.body == pattern(count: Self.fiveMB))
+            #expect(isPattern(delegate.body, count: Self.fiveMB), "\(patternMismatch(delegate.body, count: Self.fiveMB))")
             #expect(delegate.heads.count == 1)
             #expect(delegate.completions == 1)
         }
@@ -46,7 +46,7 @@ struct UpstreamEngineTests {
             let outcome = try #require(await delegate.waitForCompletion())
             #expect(outcome.error == nil)
             #expect(delegate.head?.headers["Transfer-Encoding"] == "chunked")
-            #expect(delegate.body == pattern(count: 300_000))
+            #expect(isPattern(delegate.body, count: 300_000), "\(patternMismatch(delegate.body, count: 300_000))")
         }
     }
 
@@ -153,9 +153,9 @@ struct UpstreamEngineTests {
     }
 
     @Test func refusedPortIsConnectFailed() async throws {
-        let closed = try await TestOrigin.start()
-        let port = closed.port
-        try await closed.shutdown()
+        let refusing = try RefusingPort()  // bound, never listening: no test beside this one can take the port
+        defer { withExtendedLifetime(refusing) {} }
+        let port = refusing.port
         let engine = UpstreamEngine()
         defer { engine.stop() }
         let delegate = TestDelegate()
@@ -201,7 +201,7 @@ struct UpstreamEngineTests {
             engine.start("GET", "\(origin.baseURL)/close-mid-body/200000", delegate: delegate)
             let outcome = try #require(await delegate.waitForCompletion())
             #expect(delegate.head?.status == 200)
-            #expect(delegate.body == pattern(count: 100_000))
+            #expect(isPattern(delegate.body, count: 100_000), "\(patternMismatch(delegate.body, count: 100_000))")
             let error = try #require(outcome.error)
             #expect(error.kind == .upstreamClosed, "\(error.message)")
         }
@@ -219,24 +219,26 @@ struct UpstreamEngineTests {
             engine.start("GET", "\(origin.baseURL)/bytes/\(count)", delegate: delegate)
             let outcome = try #require(await delegate.waitForCompletion())
             #expect(outcome.error == nil)
-            #expect(delegate.body == pattern(count: count))
+            #expect(isPattern(delegate.body, count: count), "\(patternMismatch(delegate.body, count: count))")
             #expect(delegate.completions == 1)
         }
     }
 
     @Test func aLongPauseByTheClientIsNotAnIdleTimeout() async throws {
-        let settings = UpstreamSettings(idleTimeoutMs: 1000)
+        // An idle timeout of 2 s, not less: after the resume, curl's speed check wants bytes within the timeout, and
+        // on a machine loaded by the whole suite (and stress-ng) a 1 s window was once missed (fresh run 9).
+        let settings = UpstreamSettings(idleTimeoutMs: 2000)
         try await withEngine(settings) { engine, origin in
-            // The first body callback pauses for 2.5 s (a slow client), longer than the idle timeout.
+            // The first body callback pauses for 5 s (a slow client), longer than the idle timeout.
             let delegate = TestDelegate(bodyHook: { callback, transfer in
                 guard callback == 1 else { return nil }
-                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(2500)) { transfer?.resume() }
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5000)) { transfer?.resume() }
                 return .pause
             })
             engine.start("GET", "\(origin.baseURL)/bytes/200000", settings: settings, delegate: delegate)
             let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
             #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
-            #expect(delegate.body == pattern(count: 200_000))
+            #expect(isPattern(delegate.body, count: 200_000), "\(patternMismatch(delegate.body, count: 200_000))")
         }
     }
 
@@ -253,14 +255,14 @@ struct UpstreamEngineTests {
             #expect(delegate.body.count == received)
             #expect(received < 1 << 26)
             #expect(delegate.completions == 0)
-            #expect(delegate.body == pattern(count: received))
+            #expect(isPattern(delegate.body, count: received), "\(patternMismatch(delegate.body, count: received))")
 
             // The engine keeps serving.
             let next = TestDelegate()
             engine.start("GET", "\(origin.baseURL)/bytes/1000", delegate: next)
             let outcome = try #require(await next.waitForCompletion())
             #expect(outcome.error == nil)
-            #expect(next.body == pattern(count: 1000))
+            #expect(isPattern(next.body, count: 1000), "\(patternMismatch(next.body, count: 1000))")
         }
     }
 
@@ -293,7 +295,7 @@ struct UpstreamProxyEngineTests {
                 engine.start("GET", "\(target.baseURL)/bytes/1000", settings: settings, delegate: delegate)
                 let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(15)))
                 #expect(outcome.error == nil)
-                #expect(delegate.body == pattern(count: 1000))
+                #expect(isPattern(delegate.body, count: 1000), "\(patternMismatch(delegate.body, count: 1000))")
                 // Through a proxy a plain-http request must go in absolute form, and reach the target.
                 #expect(proxy.requests.last?.target == "\(target.baseURL)/bytes/1000")
                 #expect(target.requests.count == 1)
