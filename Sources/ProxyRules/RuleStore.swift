@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import ProxyModel
 
@@ -67,29 +68,25 @@ public final class RuleStore: Sendable {
     var watchedPaths: [String] { paths + current.dependencies }
 }
 
-/// A value behind a lock.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
+/// A value behind a lock (a `Mutex` that can be shared by reference).
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
 
-    init(_ value: Value) { stored = value }
+    init(_ value: Value) { mutex = Mutex(value) }
 
     var value: Value {
-        get { lock.lock(); defer { lock.unlock() }; return stored }
-        set { lock.lock(); stored = newValue; lock.unlock() }
+        get { mutex.withLock { $0 } }
+        set { mutex.withLock { $0 = newValue } }
     }
 
     func exchange(_ new: Value) -> Value {
-        lock.lock()
-        defer { lock.unlock() }
-        let old = stored
-        stored = new
-        return old
+        mutex.withLock { stored in
+            defer { stored = new }
+            return stored
+        }
     }
 
-    func withLock<T>(_ body: (inout Value) -> T) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&stored)
+    func withLock<T: Sendable>(_ body: (inout Value) -> T) -> T {
+        mutex.withLock { body(&$0) }
     }
 }

@@ -25,8 +25,8 @@ final class ProxyContext: Sendable {
     let certificateAuthority: LazyCertificateAuthority
     let interception: InterceptionContexts
     /// Hosts whose clients refused hookproxy's certificate, and hosts told that trust cannot apply to a tunnel.
-    let interceptionRefusals = NIOLockedValueBox<[String]>([])
-    let blindTunnelTrustWarnings = NIOLockedValueBox<Set<String>>([])
+    let interceptionRefusals = Mutex<[String]>([])
+    let blindTunnelTrustWarnings = Mutex<Set<String>>([])
     /// The real listening address, known once bound (host lower-cased); read on every request, so lock-free.
     let listeningPort = Atomic<Int>(0)
     let listeningHost: String
@@ -77,7 +77,7 @@ final class ProxyContext: Sendable {
 
     /// Logs the first refusal per host; the list is summarised at shutdown.
     func clientRefusedInterception(host: String) {
-        let first = interceptionRefusals.withLockedValue { hosts -> Bool in
+        let first = interceptionRefusals.withLock { hosts -> Bool in
             // bounded: a client refusing many hosts (or a scan) cannot grow it without end
             guard hosts.count < ProxyContext.maxRefusalsKept, !hosts.contains(host) else { return false }
             hosts.append(host)
@@ -113,14 +113,14 @@ final class ConnectionTracker: Sendable {
         var channels: [ObjectIdentifier: any Channel] = [:]
         var exchanges = 0
     }
-    private let state = NIOLockedValueBox(State())
+    private let state = Mutex(State())
     let limit: Int
 
     init(limit: Int) { self.limit = limit }
 
     /// Registers a new connection; false when the limit is reached (the caller answers 503 and closes).
     func admit(_ channel: any Channel) -> Bool {
-        state.withLockedValue { state in
+        state.withLock { state in
             guard state.channels.count < limit else { return false }
             state.channels[ObjectIdentifier(channel)] = channel
             return true
@@ -128,12 +128,12 @@ final class ConnectionTracker: Sendable {
     }
 
     func remove(_ channel: any Channel) {
-        state.withLockedValue { _ = $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+        state.withLock { _ = $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
     }
 
-    func exchangeStarted() { state.withLockedValue { $0.exchanges += 1 } }
-    func exchangeEnded() { state.withLockedValue { $0.exchanges -= 1 } }
+    func exchangeStarted() { state.withLock { $0.exchanges += 1 } }
+    func exchangeEnded() { state.withLock { $0.exchanges -= 1 } }
 
-    var exchangesInFlight: Int { state.withLockedValue { $0.exchanges } }
-    var openChannels: [any Channel] { state.withLockedValue { Array($0.channels.values) } }
+    var exchangesInFlight: Int { state.withLock { $0.exchanges } }
+    var openChannels: [any Channel] { state.withLock { Array($0.channels.values) } }
 }

@@ -97,7 +97,7 @@ public final class ProxyServer: Sendable {
         await context.engine.shutdown()
         try? await context.shutdownPools()
         context.configuration.recorder?.close()
-        let refused = context.interceptionRefusals.withLockedValue { $0 }
+        let refused = context.interceptionRefusals.withLock { $0 }
         if !refused.isEmpty {
             context.logger.warning("clients refused hookproxy's certificate (interception) for: \(refused.joined(separator: ", "))")
         }

@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// An upstream that misbehaves on purpose, for the tests of what the proxy does with traffic no well-kept server
 /// sends: it answers each request on a connection by playing one script of raw steps (bytes exactly as given,
@@ -36,7 +37,13 @@ public final class MisbehavingOrigin: Sendable {
     /// `http://127.0.0.1:PORT` or `https://127.0.0.1:PORT`.
     public let baseURL: String
     private let serverChannel: any Channel
-    private let state: NIOLockedValueBox<Recorded>
+    private let state: RecordedState
+
+    /// What every connection records, shared by the origin and its connections' handlers.
+    final class RecordedState: Sendable {
+        private let mutex = Mutex(Recorded())
+        func withLock<T: Sendable>(_ body: (inout Recorded) -> T) -> T { mutex.withLock { body(&$0) } }
+    }
 
     struct Recorded {
         var received: [UInt8] = []
@@ -44,7 +51,7 @@ public final class MisbehavingOrigin: Sendable {
         var open: [ObjectIdentifier: any Channel] = [:]
     }
 
-    private init(port: Int, scheme: String, serverChannel: any Channel, state: NIOLockedValueBox<Recorded>) {
+    private init(port: Int, scheme: String, serverChannel: any Channel, state: RecordedState) {
         self.port = port
         self.baseURL = "\(scheme)://127.0.0.1:\(port)"
         self.serverChannel = serverChannel
@@ -54,18 +61,18 @@ public final class MisbehavingOrigin: Sendable {
     /// Binds 127.0.0.1:0 and plays `script` to every request. Call `shutdown()` when done.
     public static func start(_ script: [Step], answerEarly: Bool = false,
                              tls: TestTLSIdentity? = nil) async throws -> MisbehavingOrigin {
-        let state = NIOLockedValueBox(Recorded())
+        let state = RecordedState()
         let sslContext = try tls.map { try $0.makeServerContext(clientCA: nil) }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    state.withLockedValue {
+                    state.withLock {
                         $0.connections += 1
                         $0.open[ObjectIdentifier(channel)] = channel
                     }
                     channel.closeFuture.whenComplete { _ in
-                        _ = state.withLockedValue { $0.open.removeValue(forKey: ObjectIdentifier(channel)) }
+                        _ = state.withLock { $0.open.removeValue(forKey: ObjectIdentifier(channel)) }
                     }
                     let sync = channel.pipeline.syncOperations
                     if let sslContext { try sync.addHandler(NIOSSLServerHandler(context: sslContext)) }
@@ -97,15 +104,15 @@ public final class MisbehavingOrigin: Sendable {
     /// Closes the listener and every connection still open.
     public func shutdown() async {
         try? await serverChannel.close()
-        for channel in state.withLockedValue({ Array($0.open.values) }) { channel.close(promise: nil) }
+        for channel in state.withLock({ Array($0.open.values) }) { channel.close(promise: nil) }
     }
 
     /// Every byte received so far, over all connections (after TLS decryption).
-    public var received: [UInt8] { state.withLockedValue { $0.received } }
+    public var received: [UInt8] { state.withLock { $0.received } }
     /// How many TCP connections were accepted.
-    public var connections: Int { state.withLockedValue { $0.connections } }
+    public var connections: Int { state.withLock { $0.connections } }
     /// How many accepted connections are still open (the client has not closed them).
-    public var openConnections: Int { state.withLockedValue { $0.open.count } }
+    public var openConnections: Int { state.withLock { $0.open.count } }
 }
 
 /// Reads a request (head, and its Content-Length body unless answering early), then plays the script once.
@@ -116,11 +123,11 @@ private final class ScriptPlayer: ChannelInboundHandler {
 
     private let script: [MisbehavingOrigin.Step]
     private let answerEarly: Bool
-    private let state: NIOLockedValueBox<MisbehavingOrigin.Recorded>
+    private let state: MisbehavingOrigin.RecordedState
     private var pending: [UInt8] = []
     private var playing = false
 
-    init(script: [MisbehavingOrigin.Step], answerEarly: Bool, state: NIOLockedValueBox<MisbehavingOrigin.Recorded>) {
+    init(script: [MisbehavingOrigin.Step], answerEarly: Bool, state: MisbehavingOrigin.RecordedState) {
         self.script = script
         self.answerEarly = answerEarly
         self.state = state
@@ -128,7 +135,7 @@ private final class ScriptPlayer: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = Array(unwrapInboundIn(data).readableBytesView)
-        state.withLockedValue { $0.received += bytes }
+        state.withLock { $0.received += bytes }
         guard !playing else { return }
         pending += bytes
         guard let headEnd = pending.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound else { return }
@@ -153,16 +160,16 @@ private final class ScriptPlayer: ChannelInboundHandler {
         let rest = steps.dropFirst()
         switch step {
         case .send(let bytes):
-            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes))).whenComplete { _ in
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes))).assumeIsolated().whenComplete { _ in
                 self.play(rest, context: context)
             }
         case .pause(let ms):
-            context.eventLoop.scheduleTask(in: .milliseconds(ms)) { self.play(rest, context: context) }
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(ms)) { self.play(rest, context: context) }
         case .drip(let bytes, let interval):
             guard let first = bytes.first else { return play(rest, context: context) }
             let remaining = Array(bytes.dropFirst())
-            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: [first]))).whenComplete { _ in
-                context.eventLoop.scheduleTask(in: .milliseconds(interval)) {
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: [first]))).assumeIsolated().whenComplete { _ in
+                context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(interval)) {
                     self.play([.drip(remaining, intervalMilliseconds: interval)] + rest, context: context)
                 }
             }
@@ -170,7 +177,7 @@ private final class ScriptPlayer: ChannelInboundHandler {
             context.close(promise: nil)
         case .reset:
             guard let socket = context.channel as? any SocketOptionProvider else { return context.close(promise: nil) }
-            socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in context.close(promise: nil) }
+            socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         case .hang:
             break
         }

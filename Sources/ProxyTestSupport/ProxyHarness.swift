@@ -4,6 +4,7 @@ import ProxyModel
 import ProxyRules
 import ProxyServer
 import ProxyUpstream
+import Synchronization
 
 /// Starts hookproxy in-process on 127.0.0.1:0 for a test and records every finished exchange.
 /// `stop()` must be called (tests use `defer`-like `withProxy`).
@@ -51,10 +52,10 @@ public func withProxy<T>(_ configure: (inout ProxyConfiguration) -> Void = { _ i
 
 /// Keeps every FlowRecord it is given, for assertions.
 public final class RecordingRecorder: FlowRecorder, Sendable {
-    private let box = NIOLockedValueBox<[FlowRecord]>([])
+    private let box = Mutex<[FlowRecord]>([])
     public init() {}
-    public func record(_ flow: FlowRecord) { box.withLockedValue { $0.append(flow) } }
-    public var records: [FlowRecord] { box.withLockedValue { $0 } }
+    public func record(_ flow: FlowRecord) { box.withLock { $0.append(flow) } }
+    public var records: [FlowRecord] { box.withLock { $0 } }
 
     /// Waits (bounded) until at least `count` records arrived.
     public func waitFor(count: Int, timeout: Duration = .seconds(10)) async -> [FlowRecord] {

@@ -1,4 +1,4 @@
-import CCurl
+internal import CCurl
 import Foundation
 
 /// A typed wrapper of one curl easy handle. Owned by the curl thread; never touched elsewhere.

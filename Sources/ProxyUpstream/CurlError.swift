@@ -1,4 +1,4 @@
-import CCurl
+internal import CCurl
 
 /// A libcurl call that failed: which call, curl's code and curl's reason.
 struct CurlError: Error, CustomStringConvertible {

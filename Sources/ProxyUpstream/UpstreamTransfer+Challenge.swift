@@ -1,4 +1,4 @@
-import CCurl
+internal import CCurl
 import ProxyModel
 
 // The `on_challenge` hook's libcurl side: credentials to answer a 401 with, and a client certificate to present

@@ -1,5 +1,5 @@
-import CCurl
-import COpenSSL
+internal import CCurl
+internal import COpenSSL
 import ProxyModel
 
 // The `trust` hook: hookproxy's own verification inside the TLS handshake, before any request byte is sent.

@@ -1,12 +1,11 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// Catches SIGINT and SIGTERM so the proxy can shut down cleanly. Installed before the listening line is
 /// printed, so a signal sent right after it is never lost to the default action.
 final class SignalWaiter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var received = false
-    private var continuation: CheckedContinuation<Void, Never>?
+    private let state = Mutex<(received: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
     private var sources: [any DispatchSourceSignal] = []
 
     static func install() -> SignalWaiter {
@@ -25,23 +24,20 @@ final class SignalWaiter: @unchecked Sendable {
     /// Returns once SIGINT or SIGTERM arrived (at once if one already did).
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            lock.lock()
-            if received {
-                lock.unlock()
-                continuation.resume()
-            } else {
-                self.continuation = continuation
-                lock.unlock()
+            let received = state.withLock { state in
+                if !state.received { state.continuation = continuation }
+                return state.received
             }
+            if received { continuation.resume() }
         }
     }
 
     private func signalled() {
-        lock.lock()
-        received = true
-        let pending = continuation
-        continuation = nil
-        lock.unlock()
+        let pending = state.withLock { state in
+            state.received = true
+            defer { state.continuation = nil }
+            return state.continuation
+        }
         pending?.resume()
     }
 }

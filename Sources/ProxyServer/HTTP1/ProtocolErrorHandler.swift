@@ -42,7 +42,7 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
         response.head.headers.set("Connection", "close")
         context.write(wrapOutboundOut(.head(response.head.nioHead(version: .http1_1))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -117,7 +117,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.end, .connectRequested(let request)):
             state = .tunnelling
             // Not from inside the decoder's callback: the tunnel replaces the HTTP handlers, the decoder included.
-            context.eventLoop.execute { [self] in
+            context.eventLoop.assumeIsolated().execute { [self] in
                 ConnectTunnel.open(request: request, handler: self, context: self.context)
             }
         case (.body(let buffer), .answeringLocally(let response, let keepAlive, let events, var request)):
@@ -352,7 +352,7 @@ extension ProxyRequestHandler {
             return
         }
         // A zero-length write below the HTTP encoder completes after every write queued before it.
-        encoder.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+        encoder.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
         }
     }

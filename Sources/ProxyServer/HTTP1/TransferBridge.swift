@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import ProxyModel
 import ProxyUpstream
+import Synchronization
 
 /// Where one upstream transfer meets the event loop: request bytes waiting for curl, response events waiting for
 /// the client. Both threads touch it, only under its lock. Each side pauses the other past a high-water mark.
@@ -40,7 +41,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     static let highWater = 256 * 1024
     static let lowWater = 64 * 1024
 
-    private let state: NIOLockedValueBox<State>
+    private let state: Mutex<State>
     private let eventLoop: any EventLoop
     private let retainLimit: Int
     /// Event-loop callbacks: drain response events; resume reading the client.
@@ -50,7 +51,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     init(eventLoop: any EventLoop, retainRequest: Bool, retainLimit: Int,
          onEvents: @escaping @Sendable () -> Void, onRequestRoom: @escaping @Sendable () -> Void) {
         self.eventLoop = eventLoop
-        self.state = NIOLockedValueBox(State(retains: retainRequest))
+        self.state = Mutex(State(retains: retainRequest))
         self.retainLimit = retainLimit
         self.onEvents = onEvents
         self.onRequestRoom = onRequestRoom
@@ -60,7 +61,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
 
     /// Queues request bytes for curl. Returns (curl must be resumed, the client should pause).
     func pushRequest(_ buffer: ByteBuffer) -> (resumeCurl: Bool, pauseClient: Bool) {
-        state.withLockedValue { state in
+        state.withLock { state in
             state.chunks.append(buffer)
             state.unsentBytes += buffer.readableBytes
             if state.retains {
@@ -81,7 +82,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
 
     /// Marks the request body complete. Returns whether curl must be resumed.
     func endRequest() -> Bool {
-        state.withLockedValue { state in
+        state.withLock { state in
             state.requestEnded = true
             defer { state.curlWaitsForRequest = false }
             return state.curlWaitsForRequest
@@ -90,7 +91,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
 
     /// The next response event, unless it is body and the client cannot take it now; and whether curl may go on.
     func nextEvent(clientWritable: Bool) -> (event: Event?, resumeCurl: Bool) {
-        state.withLockedValue { state in
+        state.withLock { state in
             guard let first = state.events.first, clientWritable || !first.isBody else {
                 state.drainScheduled = false
                 return (nil, false)
@@ -110,7 +111,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     }
 
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow {
-        let full = state.withLockedValue { state -> Bool in
+        let full = state.withLock { state -> Bool in
             if state.responseBytes >= TransferBridge.highWater {
                 state.curlResponsePaused = true
                 return true
@@ -126,7 +127,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
 
     func provideRequestBody(into target: UnsafeMutableRawBufferPointer) -> BodyFlow {
         var resumeClient = false
-        let flow = state.withLockedValue { state -> BodyFlow in
+        let flow = state.withLock { state -> BodyFlow in
             var copied = 0
             while copied < target.count, state.cursor < state.chunks.count {
                 var chunk = state.chunks[state.cursor]
@@ -163,7 +164,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
 
     /// A second round of the request (authentication): start the body again, if every byte was kept.
     func rewindRequestBody() -> Bool {
-        state.withLockedValue { state in
+        state.withLock { state in
             guard state.retains else { return false }
             state.chunks = state.originals
             state.cursor = 0
@@ -177,7 +178,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     }
 
     private func enqueue(_ event: Event, bytes: Int) {
-        let schedule = state.withLockedValue { state -> Bool in
+        let schedule = state.withLock { state -> Bool in
             state.events.append(event)
             state.responseBytes += bytes
             defer { state.drainScheduled = true }

@@ -13,7 +13,7 @@ enum Interception {
         let target = request.head.uri
         let proxy = handler.proxy
         let channel = context.channel
-        proxy.interception.context(for: host, on: context.eventLoop).whenComplete { result in
+        proxy.interception.context(for: host, on: context.eventLoop).assumeIsolated().whenComplete { result in
             switch result {
             case .failure(let error):
                 let message = "hookproxy: cannot intercept \(target): \(error)"
@@ -22,7 +22,7 @@ enum Interception {
             case .success(let sslContext):
                 let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: 200, reasonPhrase: "Connection Established"))
                 handler.send(.head(head))
-                handler.sendEnd().whenComplete { written in
+                handler.sendEnd().assumeIsolated().whenComplete { written in
                     guard case .success = written else { return }
                     do {
                         try handler.becomeTunnel { pipeline in

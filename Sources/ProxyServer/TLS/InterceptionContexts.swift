@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// TLS server contexts for intercepted hosts, each presenting a leaf minted by the CA for that host; a bounded
 /// LRU cache, so a repeated host costs no signing. Minting runs on a thread pool, never on an event loop.
@@ -21,9 +22,9 @@ final class InterceptionContexts: Sendable {
 
     private let ca: LazyCertificateAuthority
     private let pool: NIOThreadPool
-    private let cache = NIOLockedValueBox(Cache())
+    private let cache = Mutex(Cache())
     /// Held while a leaf is signed (thread pool only, never an event loop).
-    private let minting = NIOLock()
+    private let minting = Mutex<Void>(())
     let capacity: Int
 
     init(ca: LazyCertificateAuthority, pool: NIOThreadPool, capacity: Int = 512) {
@@ -33,12 +34,12 @@ final class InterceptionContexts: Sendable {
     }
 
     /// How many leaves were signed so far (for tests and the log).
-    var signings: Int { cache.withLockedValue { $0.signings } }
+    var signings: Int { cache.withLock { $0.signings } }
 
     /// The server context for a CONNECT to `host`.
     func context(for host: String, on eventLoop: any EventLoop) -> EventLoopFuture<NIOSSLContext> {
         let key = host.lowercased()
-        let cached = cache.withLockedValue { cache -> NIOSSLContext? in
+        let cached = cache.withLock { cache -> NIOSSLContext? in
             cache.clock += 1
             guard let entry = cache.contexts[key] else { return nil }
             cache.contexts[key]?.lastUse = cache.clock
@@ -65,7 +66,7 @@ final class InterceptionContexts: Sendable {
                     .cascade(to: promise)
             }
             let context = try NIOSSLContext(configuration: configuration)
-            cache.withLockedValue { cache in
+            cache.withLock { cache in
                 cache.contexts[key] = (context, cache.clock)
                 if cache.contexts.count > capacity, let oldest = cache.contexts.min(by: { $0.value.lastUse < $1.value.lastUse }) {
                     cache.contexts.removeValue(forKey: oldest.key)
@@ -80,14 +81,14 @@ final class InterceptionContexts: Sendable {
         if let cached = cachedLeaf(name) { return cached }
         // Connections racing for a new host must not each sign: minting is serialised and the cache re-checked
         // under the lock, so the losers of the race take the winner's leaf.
-        return try minting.withLock {
+        return try minting.withLock { _ in
             if let cached = cachedLeaf(name) { return cached }
             return try mint(name)
         }
     }
 
     private func cachedLeaf(_ name: String) -> Leaf? {
-        cache.withLockedValue { cache -> Leaf? in
+        cache.withLock { cache -> Leaf? in
             cache.clock += 1
             cache.leaves[name]?.lastUse = cache.clock
             return cache.leaves[name]?.leaf
@@ -97,7 +98,7 @@ final class InterceptionContexts: Sendable {
     private func mint(_ name: String) throws -> Leaf {
         let minted = try ca.get().mintLeaf(for: name)
         let leaf = Leaf(chain: minted.chain, key: minted.key)
-        cache.withLockedValue { cache in
+        cache.withLock { cache in
             cache.signings += 1
             cache.leaves[name] = (leaf, cache.clock)
             if cache.leaves.count > capacity, let oldest = cache.leaves.min(by: { $0.value.lastUse < $1.value.lastUse }) {

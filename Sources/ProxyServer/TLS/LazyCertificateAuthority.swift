@@ -1,11 +1,10 @@
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// The CA "on first need": loaded at once when its files exist (so a broken CA stops the start), otherwise
 /// created the first time interception or the onboarding page asks for it. Thread-safe.
 public final class LazyCertificateAuthority: Sendable {
     public let directory: String
-    private let lock = NIOLock()
-    nonisolated(unsafe) private var loaded: CertificateAuthority?
+    private let loaded = Mutex<CertificateAuthority?>(nil)
 
     public init(directory: String) {
         self.directory = directory
@@ -22,12 +21,12 @@ public final class LazyCertificateAuthority: Sendable {
     }
 
     public func get() throws(CAError) -> CertificateAuthority {
-        lock.lock()
-        defer { lock.unlock() }
-        if let loaded { return loaded }
-        let new = try CertificateAuthority.loadOrCreate(directory: directory)
-        loaded = new
-        return new
+        try loaded.withLock { (loaded) throws(CAError) -> CertificateAuthority in
+            if let loaded { return loaded }
+            let new = try CertificateAuthority.loadOrCreate(directory: directory)
+            loaded = new
+            return new
+        }
     }
 }
 

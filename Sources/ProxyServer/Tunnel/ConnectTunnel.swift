@@ -29,7 +29,7 @@ enum ConnectTunnel {
         warnIfTrustCannotApply(host: host, port: port, proxy: proxy)
         let started = ContinuousClock.now
         connect(host: host, port: port, proxy: proxy, eventLoop: context.eventLoop)
-            .whenComplete { result in
+            .assumeIsolated().whenComplete { result in
                 switch result {
                 case .success(let upstream) where isSelf(upstream, proxy: proxy):
                     // a name that resolved to the listener: never a tunnel to itself
@@ -62,25 +62,28 @@ enum ConnectTunnel {
 
     /// A TCP connection to the target: direct, or through `--upstream-proxy` (set up by libcurl off the loop).
     private static func connect(host: String, port: Int, proxy: ProxyContext, eventLoop: any EventLoop) -> EventLoopFuture<any Channel> {
-        let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(.milliseconds(Int64(proxy.configuration.upstream.connectTimeoutMs)))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelOption(.autoRead, value: false)
+        let connectTimeout = TimeAmount.milliseconds(Int64(proxy.configuration.upstream.connectTimeoutMs))
+        @Sendable func bootstrap() -> ClientBootstrap {
+            ClientBootstrap(group: eventLoop)
+                .connectTimeout(connectTimeout)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelOption(.autoRead, value: false)
+        }
         guard proxy.configuration.upstream.upstreamProxy != nil else {
-            return bootstrap.connect(host: host, port: port)
+            return bootstrap().connect(host: host, port: port)
         }
         let settings = proxy.configuration.upstream
         return proxy.connectPool.runIfActive(eventLoop: eventLoop) {
             try TunnelConnector.open(host: host, port: port, settings: settings)
         }.flatMap { socket in
-            bootstrap.withConnectedSocket(socket)
+            bootstrap().withConnectedSocket(socket)
         }
     }
 
     private static func splice(client: ChannelHandlerContext, upstream: any Channel, handler: ProxyRequestHandler, target: String) {
         let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: 200, reasonPhrase: "Connection Established"))
         handler.send(.head(head))
-        handler.sendEnd().whenComplete { result in
+        handler.sendEnd().assumeIsolated().whenComplete { result in
             guard case .success = result else {
                 upstream.close(promise: nil)
                 return
@@ -110,7 +113,7 @@ enum ConnectTunnel {
     private static func warnIfTrustCannotApply(host: String, port: Int, proxy: ProxyContext) {
         let probe = RequestHead(method: "GET", url: ProxyURL(scheme: "https", host: host, port: port))
         guard let trust = proxy.currentRules.plan(for: probe).trust else { return }
-        let first = proxy.blindTunnelTrustWarnings.withLockedValue { $0.insert(host.lowercased()).inserted }
+        let first = proxy.blindTunnelTrustWarnings.withLock { $0.insert(host.lowercased()).inserted }
         if first {
             proxy.logger.warning("trust rule '\(trust.rule)' cannot apply to \(host):\(port): the client's CONNECT is a blind tunnel (hookproxy is not the TLS client); intercept the host (--intercept or intercept: true) to apply it")
         }

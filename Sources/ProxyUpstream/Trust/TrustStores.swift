@@ -1,6 +1,7 @@
-import COpenSSL
+internal import COpenSSL
 #if canImport(Glibc)
 import Glibc
+import Synchronization
 #endif
 
 /// OpenSSL certificate stores, built once and shared: the system store and one per `ca_file` version.
@@ -20,7 +21,7 @@ final class TrustStores: @unchecked Sendable {
         }
     }
 
-    private let lock = NSLockLike()
+    private let lock = Mutex<Void>(())
     private var system: OpaquePointer?
     private var files: [String: (version: Version, store: OpaquePointer)] = [:]
 
@@ -30,7 +31,7 @@ final class TrustStores: @unchecked Sendable {
     /// system's default store when nil; nil when the file cannot be read.
     func store(caFile: String?) -> OpaquePointer? {
         guard let caFile else {
-            return lock.withLock {
+            return lock.withLock { _ in
                 if system == nil { system = TrustStores.load { X509_STORE_set_default_paths($0) == 1 } }
                 return TrustStores.retained(system)
             }
@@ -39,7 +40,7 @@ final class TrustStores: @unchecked Sendable {
         guard stat(caFile, &info) == 0 else { return nil }
         let version = Version(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
                               modified: info.st_mtim)
-        return lock.withLock {
+        return lock.withLock { _ in
             if let cached = files[caFile], cached.version == version { return TrustStores.retained(cached.store) }
             guard let store = TrustStores.load({ X509_STORE_load_file($0, caFile) == 1 }) else { return nil }
             if let old = files[caFile] { X509_STORE_free(old.store) }  // verifications still using it hold their own reference
@@ -73,14 +74,3 @@ final class TrustStores: @unchecked Sendable {
     }
 }
 
-/// A minimal mutex without Foundation, for the C-adjacent code.
-final class NSLockLike: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return try body()
-    }
-}

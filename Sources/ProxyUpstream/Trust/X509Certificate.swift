@@ -1,4 +1,4 @@
-import COpenSSL
+internal import COpenSSL
 import Foundation
 
 /// One certificate held through OpenSSL (reference counted), with the facts hookproxy prints and pins by.
