@@ -30,6 +30,13 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         guard !failed else { return }
         failed = true
+        // The connection ended inside a head or body (the client left, or hookproxy closed it for a timeout): there
+        // is nobody to answer and nothing malformed to report.
+        if parserError == .invalidEOFState || !context.channel.isActive {
+            proxy.logger.debug("\(context.remoteAddress?.description ?? "client"): connection ended inside a request")
+            context.close(promise: nil)
+            return
+        }
         let error = parserError == .headerOverflow
             ? ProxyError(.headersTooLarge, "hookproxy: request headers exceed \(proxy.limits.maxHeaderBytes) bytes (--max-header-bytes)")
             : ProxyError(.badRequest, "hookproxy: bad request: \(ProtocolErrorHandler.describe(parserError))")

@@ -287,8 +287,12 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let keepAlive = keepAlive && !isConnect
         state = keepAlive ? .idle : .closing
         var head = response.head
-        if !keepAlive { head.headers.set("Connection", "close") }
         let version = request.head.version
+        if !keepAlive {
+            head.headers.set("Connection", "close")
+        } else if version == .http1_0 {
+            head.headers.set("Connection", "keep-alive")  // RFC 9112 §9.3: a 1.0 client closes otherwise
+        }
         send(.head(head.nioHead(version: version)))
         let sent = request.head.method == .HEAD ? [] : response.body
         if !sent.isEmpty {
