@@ -60,8 +60,9 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // Fixtures (origins, CA, temporary directories) know nothing of the proxy: a leaf beside the product.
         .target(name: "ProxyTestSupport", dependencies: [
-            "ProxyModel", "ProxyServer",
+            "ProxyModel",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -86,6 +87,7 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
+        .testTarget(name: "DockerfileTests", dependencies: ["ProxyTestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "ProxyServer", "ProxyModel", "ProxyRules", "ProxyTestSupport",
             .product(name: "NIOCore", package: "swift-nio"),
