@@ -15,8 +15,8 @@ import ProxyUpstream
 /// writable, and `clientClosed`/`clientTimedOut`; the exchange calls back `send`, `flush`, `pauseReading`,
 /// `resumeReading`, `sendEnd`, `closeConnection` and, once, `exchangeFinished`. Curl's reports arrive through the
 /// hop's `TransferBridge`, which schedules `drainResponse` on the loop.
-/// (`@unchecked Sendable` only so the bridge's callbacks can be scheduled back onto its loop.)
-final class Exchange: @unchecked Sendable {
+/// Not Sendable: the bridge's callbacks reach it through a loop-bound weak reference (`LoopBoundExchange`).
+final class Exchange {
     let proxy: ProxyContext
     let eventLoop: any EventLoop
     let rules: RuleSet
@@ -254,10 +254,11 @@ final class Exchange: @unchecked Sendable {
         // not kept.
         let answersChallenge = hopPlan.onChallenge?.action == .useCredential
         let proxyMayAsk = proxy.configuration.upstream.upstreamProxy != nil && upstreamHead.url.scheme == "http"
+        let exchange = NIOLoopBound(WeakExchange(self), eventLoop: eventLoop)
         let bridge = TransferBridge(
             eventLoop: eventLoop, retainRequest: answersChallenge || proxyMayAsk, retainLimit: proxy.limits.bodyLimit,
-            onEvents: { [weak self] in self?.drainResponse() },
-            onRequestRoom: { [weak self] in self?.handler?.resumeReading() })
+            onEvents: { exchange.value.exchange?.drainResponse() },
+            onRequestRoom: { exchange.value.exchange?.handler?.resumeReading() })
         self.bridge = bridge
         if let prefill {
             for chunk in prefill { _ = bridge.pushRequest(chunk) }
@@ -267,7 +268,7 @@ final class Exchange: @unchecked Sendable {
                                        trust: hopPlan.trust, challenge: hopPlan.onChallenge)
         hopStart = Date()
         if delayed && plan.delayMs > 0 {
-            eventLoop.scheduleTask(in: .milliseconds(Int64(plan.delayMs))) { [self] in
+            eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(plan.delayMs))) { [self] in
                 guard !machine.responseComplete, self.bridge === bridge else { return }
                 transfer = proxy.engine.start(upstream, delegate: bridge)
             }
@@ -296,7 +297,7 @@ final class Exchange: @unchecked Sendable {
     private func transform(request kept: BufferedBody) {
         guard let transform = plan.requestBodyTransform else { return }
         kept.transformed(by: transform, headers: upstreamHead.headers, pool: proxy.transformPool, eventLoop: eventLoop)
-            .whenComplete { [self] result in
+            .assumeIsolated().whenComplete { [self] result in
                 guard case .success(let transformed) = result else {
                     perform(machine.requestTransformed(.failure(ProxyError(.internalError, "hookproxy: request body transform failed for \(clientHead.url.authority)"))))
                     return
@@ -313,7 +314,7 @@ final class Exchange: @unchecked Sendable {
     private func transform(response head: ResponseHead, _ kept: BufferedBody) {
         guard let transform = plan.responseBodyTransform else { return }
         kept.transformed(by: transform, headers: head.headers, pool: proxy.transformPool, eventLoop: eventLoop)
-            .whenComplete { [self] result in
+            .assumeIsolated().whenComplete { [self] result in
                 guard case .success(let transformed) = result else {
                     perform(machine.responseTransformed(.failure(ProxyError(.internalError, "hookproxy: response body transform failed for \(clientHead.url.authority)"))))
                     return
@@ -413,6 +414,13 @@ final class Exchange: @unchecked Sendable {
             serverIP: outcome?.serverIP, connectionID: outcome?.connectionID, secretValues: secretValues)
         proxy.record(flow)
     }
+}
+
+/// A weak reference to an exchange, for callbacks that must not keep it alive (the bridge's, from the curl
+/// thread: they hop to the loop, where `NIOLoopBound` lets them read it).
+final class WeakExchange {
+    weak var exchange: Exchange?
+    init(_ exchange: Exchange) { self.exchange = exchange }
 }
 
 extension CapturedBody {
