@@ -10,9 +10,9 @@ import Synchronization
 /// handle's cache and reused across client connections.
 public final class UpstreamEngine: @unchecked Sendable {
     enum Command {
-        case add(UpstreamTransfer)
-        case resume(UpstreamTransfer)
-        case cancel(UpstreamTransfer)
+        case add(CurlTransfer)
+        case resume(UInt64)
+        case cancel(UInt64)
         case quit
     }
 
@@ -24,7 +24,8 @@ public final class UpstreamEngine: @unchecked Sendable {
     private let isRunning = Atomic<Bool>(true)
 
     // curl-thread state
-    private var active: [ObjectIdentifier: UpstreamTransfer] = [:]
+    private var active: [UInt64: CurlTransfer] = [:]
+    private let nextTransferID = Atomic<UInt64>(1)
     private var idleHandles: [CurlEasy] = []
     private static let maxIdleHandles = 128
 
@@ -45,9 +46,9 @@ public final class UpstreamEngine: @unchecked Sendable {
 
     /// Starts carrying `request`; the delegate hears about it on the curl thread. Any thread.
     public func start(_ request: UpstreamRequest, delegate: any UpstreamTransferDelegate) -> UpstreamTransfer {
-        let transfer = UpstreamTransfer(request: request, delegate: delegate, engine: self)
-        enqueue(.add(transfer))
-        return transfer
+        let id = nextTransferID.wrappingAdd(1, ordering: .relaxed).oldValue
+        enqueue(.add(CurlTransfer(id: id, request: request, delegate: delegate)))
+        return UpstreamTransfer(id: id, engine: self)
     }
 
     /// Asks the curl thread to stop (aborting every transfer still running) and returns at once. Any thread.
@@ -81,8 +82,8 @@ public final class UpstreamEngine: @unchecked Sendable {
             for command in commands.withLock({ queue in defer { queue.removeAll(keepingCapacity: true) }; return queue }) {
                 switch command {
                 case .add(let transfer): add(transfer)
-                case .resume(let transfer): resume(transfer)
-                case .cancel(let transfer): remove(transfer, outcome: nil)
+                case .resume(let id): if let transfer = active[id] { resume(transfer) }
+                case .cancel(let id): if let transfer = active[id] { remove(transfer, outcome: nil) }
                 case .quit: quitting = true
                 }
             }
@@ -104,13 +105,13 @@ public final class UpstreamEngine: @unchecked Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    private func add(_ transfer: UpstreamTransfer) {
+    private func add(_ transfer: CurlTransfer) {
         let easy = idleHandles.popLast() ?? CurlEasy()
         transfer.easy = easy
         do {
             try transfer.configure(easy, settings: transfer.request.settings)
             try curlCheck(curl_multi_add_handle(multi, easy.handle), "curl_multi_add_handle")
-            active[ObjectIdentifier(transfer)] = transfer
+            active[transfer.id] = transfer
             transfer.state = .running(paused: false)
         } catch {
             transfer.easy = nil
@@ -121,7 +122,7 @@ public final class UpstreamEngine: @unchecked Sendable {
         }
     }
 
-    private func resume(_ transfer: UpstreamTransfer) {
+    private func resume(_ transfer: CurlTransfer) {
         guard case .running = transfer.state, let easy = transfer.easy else { return }
         _ = easy.pause(hp_pause_cont())
     }
@@ -134,14 +135,14 @@ public final class UpstreamEngine: @unchecked Sendable {
             var privatePointer: UnsafeMutableRawPointer? = nil
             _ = hp_getinfo_ptr(handle, CURLINFO_PRIVATE, &privatePointer)
             guard let privatePointer else { continue }
-            let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(privatePointer).takeUnretainedValue()
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(privatePointer).takeUnretainedValue()
             remove(transfer, outcome: transfer.outcome(for: code))
         }
     }
 
     /// Takes the transfer out of the multi handle; reports `outcome` unless it was cancelled.
-    private func remove(_ transfer: UpstreamTransfer, outcome: UpstreamOutcome?) {
-        guard active.removeValue(forKey: ObjectIdentifier(transfer)) != nil, let easy = transfer.easy else { return }
+    private func remove(_ transfer: CurlTransfer, outcome: UpstreamOutcome?) {
+        guard active.removeValue(forKey: transfer.id) != nil, let easy = transfer.easy else { return }
         curl_multi_remove_handle(multi, easy.handle)
         transfer.easy = nil
         transfer.state = .finished

@@ -3,7 +3,7 @@ import ProxyModel
 
 // The `on_challenge` hook's libcurl side: credentials to answer a 401 with, and a client certificate to present
 // when the server asks for one. Runs on the curl thread.
-extension UpstreamTransfer {
+extension CurlTransfer {
     func configureChallenge(_ easy: CurlEasy) throws(CurlError) {
         guard let challenge = request.challenge else { return }
         if let certificate = challenge.clientCertificate {
@@ -14,7 +14,7 @@ extension UpstreamTransfer {
         guard challenge.action == .useCredential, let username = challenge.username else { return }
         try easy.set(CURLOPT_USERNAME, username)
         try easy.set(CURLOPT_PASSWORD, challenge.password ?? "")
-        try easy.set(CURLOPT_HTTPAUTH, UpstreamTransfer.authMask(challenge.schemes))
+        try easy.set(CURLOPT_HTTPAUTH, CurlTransfer.authMask(challenge.schemes))
     }
 
     /// The CURLAUTH bits for `schemes`. A single scheme gets CURLAUTH_ONLY so curl waits for the server's
@@ -37,7 +37,7 @@ extension UpstreamTransfer {
     /// The scheme curl most likely answered with: the strongest offered one the rule allows.
     func answeredScheme(_ easy: CurlEasy) -> String? {
         guard let offered = easy.info(CURLINFO_HTTPAUTH_AVAIL), offered != 0, let challenge = request.challenge else { return nil }
-        let allowed = UpstreamTransfer.authMask(challenge.schemes)
+        let allowed = CurlTransfer.authMask(challenge.schemes)
         let order: [(Int, String)] = [(hp_auth_negotiate(), "negotiate"), (hp_auth_ntlm(), "ntlm"),
                                       (hp_auth_digest(), "digest"), (hp_auth_basic(), "basic")]
         return order.first { offered & $0.0 != 0 && allowed & $0.0 != 0 }?.1

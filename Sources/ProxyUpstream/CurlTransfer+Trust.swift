@@ -5,7 +5,7 @@ import ProxyModel
 // The `trust` hook: hookproxy's own verification inside the TLS handshake, before any request byte is sent.
 // curl's verification is switched off for such a transfer and an OpenSSL certificate-verify callback decides.
 // Runs on the curl thread.
-extension UpstreamTransfer {
+extension CurlTransfer {
     func configureTLS(_ easy: CurlEasy) throws(CurlError) {
         guard request.head.url.scheme == "https", request.trust != nil else {
             try easy.set(CURLOPT_SSL_VERIFYPEER, true)
@@ -25,7 +25,7 @@ extension UpstreamTransfer {
             hp_SSL_CTX_set_verify(ctx, hp_ssl_verify_peer(), nil)
             hp_SSL_CTX_set_cert_verify_callback(ctx, { storeContext, context in
                 guard let storeContext, let context else { return 0 }
-                let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(context).takeUnretainedValue()
+                let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
                 return transfer.judgeServerTrust(storeContext) ? 1 : 0
             }, context)
             return CURLE_OK

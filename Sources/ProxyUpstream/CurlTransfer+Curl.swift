@@ -4,7 +4,7 @@ import ProxyModel
 
 // How one transfer is set up on its easy handle, the C callbacks that feed it, and how its end is read back.
 // Everything here runs on the curl thread.
-extension UpstreamTransfer {
+extension CurlTransfer {
     static let bufferSize = 64 * 1024
 
     func configure(_ easy: CurlEasy, settings: UpstreamSettings) throws(CurlError) {
@@ -32,8 +32,8 @@ extension UpstreamTransfer {
         try easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, true)
         try easy.set(CURLOPT_HTTP_CONTENT_DECODING, false)
         // libcurl 7.88 refuses a new receive-buffer size once a recycled handle has its buffer: keep the old one.
-        try? easy.set(CURLOPT_BUFFERSIZE, UpstreamTransfer.bufferSize)
-        try easy.set(CURLOPT_UPLOAD_BUFFERSIZE, UpstreamTransfer.bufferSize)
+        try? easy.set(CURLOPT_BUFFERSIZE, CurlTransfer.bufferSize)
+        try easy.set(CURLOPT_UPLOAD_BUFFERSIZE, CurlTransfer.bufferSize)
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeoutMs)
         try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
         try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, (settings.idleTimeoutMs + 999) / 1000))
@@ -41,12 +41,12 @@ extension UpstreamTransfer {
         try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
 
         try easy.set(CURLOPT_HEADERFUNCTION, callback: { buffer, size, count, context in
-            let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(context!).takeUnretainedValue()
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
             return transfer.onHeaderLine(UnsafeRawBufferPointer(start: buffer, count: size * count))
         })
         try easy.set(CURLOPT_HEADERDATA, pointer: context)
         try easy.set(CURLOPT_WRITEFUNCTION, callback: { buffer, size, count, context in
-            let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(context!).takeUnretainedValue()
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
             return transfer.onBody(UnsafeRawBufferPointer(start: buffer, count: size * count))
         })
         try easy.set(CURLOPT_WRITEDATA, pointer: context)
@@ -75,12 +75,12 @@ extension UpstreamTransfer {
             }
             if method != "PUT" { try easy.set(CURLOPT_CUSTOMREQUEST, method) }
             try easy.set(CURLOPT_READFUNCTION, callback: { buffer, size, count, context in
-                let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(context!).takeUnretainedValue()
+                let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
                 return transfer.onReadBody(UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
             })
             try easy.set(CURLOPT_READDATA, pointer: context)
             try easy.setSeekCallback({ context, offset, origin in
-                let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(context!).takeUnretainedValue()
+                let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
                 guard offset == 0, origin == SEEK_SET, transfer.delegate.rewindRequestBody() else {
                     return hp_seekfunc_cantseek()
                 }

@@ -1,0 +1,113 @@
+internal import CCurl
+import Foundation
+import ProxyModel
+
+/// The curl-thread side of one request carried upstream by libcurl: its easy handle, pause state and header
+/// parsing. Created by `UpstreamEngine.start` and handed to the curl thread, which alone touches it from then on;
+/// the caller keeps only the `UpstreamTransfer` handle. It crosses threads once, fresh, through the engine's
+/// command queue (`@unchecked Sendable` for that one move, which the checker cannot follow into a lock's closure).
+final class CurlTransfer: @unchecked Sendable {
+    let id: UInt64
+    let request: UpstreamRequest
+    let delegate: any UpstreamTransferDelegate
+
+    // MARK: curl-thread state
+    var easy: CurlEasy?
+    var state: TransferState = .waiting
+    var headParser = ResponseHeadParser()
+    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: hp_error_size() + 1)
+    var events: [HookEvent] = []
+    var recordedError: ProxyError?
+
+    init(id: UInt64, request: UpstreamRequest, delegate: any UpstreamTransferDelegate) {
+        self.id = id
+        self.request = request
+        self.delegate = delegate
+        errorBuffer.initialize(repeating: 0, count: hp_error_size() + 1)
+    }
+
+    deinit {
+        errorBuffer.deallocate()
+    }
+
+    var host: String { request.head.url.authority }
+}
+
+/// Where a transfer is in its life (curl thread only).
+enum TransferState {
+    case waiting
+    case running(paused: Bool)
+    case finished
+}
+
+/// Collects header lines from CURLOPT_HEADERFUNCTION into a ResponseHead. Informational (1xx) responses and
+/// intermediate auth rounds start over at their own status line; the head in force is the last one completed.
+struct ResponseHeadParser {
+    private(set) var current: ResponseHead?
+    private(set) var complete = false
+    private(set) var delivered = false
+    /// 401/407 heads that a later response replaced (curl answered the challenge).
+    private(set) var answeredChallenges = 0
+
+    /// Feeds one raw header line (with CRLF). Returns true when it ended the head of a final response.
+    /// Works on the bytes: only the name and the value become Strings.
+    mutating func feed(_ line: UnsafeRawBufferPointer) -> Bool {
+        var end = line.count
+        while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
+        if end == 0 {
+            guard let current else { return false }
+            if (100..<200).contains(current.status) && current.status != 101 {
+                self.current = nil
+                return false
+            }
+            complete = true
+            return true
+        }
+        if end >= 5, line[0] == 0x48, line[1] == 0x54, line[2] == 0x54, line[3] == 0x50, line[4] == 0x2F {  // "HTTP/"
+            if complete, let status = current?.status, status == 401 || status == 407 { answeredChallenges += 1 }
+            current = ResponseHeadParser.statusLine(String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self))
+            complete = false
+            return false
+        }
+        guard current != nil else { return false }
+        if line[0] == 0x20 || line[0] == 0x09 {
+            // obsolete line folding: append to the previous value
+            let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
+            if let last = current!.headers.indices.last {
+                var fields = Array(current!.headers)
+                fields[last].value += " " + text.trimmingSpaces()
+                current!.headers = HeaderFields(fields)
+            }
+            return false
+        }
+        guard let colon = (0..<end).first(where: { line[$0] == 0x3A }) else { return false }
+        var valueStart = colon + 1
+        while valueStart < end, line[valueStart] == 0x20 || line[valueStart] == 0x09 { valueStart += 1 }
+        var valueEnd = end
+        while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 { valueEnd -= 1 }
+        current!.headers.add(String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self),
+                             String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
+        return false
+    }
+
+    /// The head to hand to the client, once: when complete (or whatever arrived when the transfer ended).
+    mutating func takeForDelivery() -> ResponseHead? {
+        guard !delivered, let current else { return nil }
+        delivered = true
+        return current
+    }
+
+    static func statusLine(_ text: String) -> ResponseHead {
+        let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+        var version = HTTPVersionNumber.http1_1
+        if let v = parts.first?.dropFirst(5) {
+            let numbers = v.split(separator: ".")
+            version = HTTPVersionNumber(major: Int(numbers.first ?? "1") ?? 1, minor: numbers.count > 1 ? Int(numbers[1]) ?? 0 : 0)
+        }
+        // three digits or nothing: `HTTP/2 -1` reaches here through libcurl, and a negative code trapped later
+        let code = parts.count > 1 ? parts[1] : ""
+        let status = code.utf8.count == 3 && code.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) ? Int(code) ?? 0 : 0
+        let reason = parts.count > 2 ? String(parts[2]) : ""
+        return ResponseHead(status: status, reason: reason, version: version)
+    }
+}
