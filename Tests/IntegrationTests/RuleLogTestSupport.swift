@@ -103,8 +103,8 @@ final class HookproxyProcess: @unchecked Sendable {
         let id = UUID().uuidString.prefix(8)
         stdoutPath = directory.path + "/hookproxy-\(id).out"
         stderrPath = directory.path + "/hookproxy-\(id).err"
-        FileManager.default.createFile(atPath: stdoutPath, contents: nil)
-        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment

@@ -641,8 +641,6 @@ import Testing
             #expect(try Self.drain(channel).isEmpty)
             channel.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.read)
             #expect(!channel.isActive)
-            // (What EmbeddedChannel still collects after the close is the post-close 400 of
-            // headerTimeoutWithPartialHeadIsNotAnswered400: the decoder sees EOF mid-body.)
         }
     }
 

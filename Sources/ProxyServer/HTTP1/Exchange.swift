@@ -296,33 +296,39 @@ final class Exchange {
 
     private func transform(request kept: BufferedBody) {
         guard let transform = plan.requestBodyTransform else { return }
-        kept.transformed(by: transform, headers: upstreamHead.headers, pool: proxy.transformPool, eventLoop: eventLoop)
-            .assumeIsolated().whenComplete { [self] result in
-                guard case .success(let transformed) = result else {
-                    perform(machine.requestTransformed(.failure(ProxyError(.internalError, "hookproxy: request body transform failed for \(clientHead.url.authority)"))))
-                    return
-                }
-                let actions = machine.requestTransformed(.success(transformed.bytes))
-                guard !actions.isEmpty else { return }  // the client left while it ran
+        run(transform, over: kept, headers: upstreamHead.headers, direction: "request") { [self] result in
+            let actions = machine.requestTransformed(result.map(\.bytes))
+            if case .success(let transformed) = result, !actions.isEmpty {  // (empty: the client left while it ran)
                 upstreamHead.headers = transformed.headers
-                hopEvents += transformed.notes.map { HookEvent(hook: .body, action: "request body", detail: $0) }
                 transformedRequest = transformed.bytes
-                perform(actions)
             }
+            perform(actions)
+        }
     }
 
     private func transform(response head: ResponseHead, _ kept: BufferedBody) {
         guard let transform = plan.responseBodyTransform else { return }
-        kept.transformed(by: transform, headers: head.headers, pool: proxy.transformPool, eventLoop: eventLoop)
-            .assumeIsolated().whenComplete { [self] result in
-                guard case .success(let transformed) = result else {
-                    perform(machine.responseTransformed(.failure(ProxyError(.internalError, "hookproxy: response body transform failed for \(clientHead.url.authority)"))))
-                    return
-                }
+        run(transform, over: kept, headers: head.headers, direction: "response") { [self] result in
+            perform(machine.responseTransformed(result.map { transformed in
                 var head = head
                 head.headers = transformed.headers
-                hopEvents += transformed.notes.map { HookEvent(hook: .body, action: "response body", detail: $0) }
-                perform(machine.responseTransformed(.success((head, transformed.bytes))))
+                return (head, transformed.bytes)
+            }))
+        }
+    }
+
+    /// Runs a body transform off the loop; back on it, logs what the transform did and hands `done` the result, or
+    /// the 500 to answer with.
+    private func run(_ transform: any BodyTransforming, over kept: BufferedBody, headers: HeaderFields,
+                     direction: String, _ done: @escaping (Result<TransformedBody, ProxyError>) -> Void) {
+        kept.transformed(by: transform, headers: headers, pool: proxy.transformPool, eventLoop: eventLoop)
+            .assumeIsolated().whenComplete { [self] result in
+                if case .success(let transformed) = result {
+                    hopEvents += transformed.notes.map { HookEvent(hook: .body, action: "\(direction) body", detail: $0) }
+                }
+                done(result.mapError { _ in
+                    ProxyError(.internalError, "hookproxy: \(direction) body transform failed for \(clientHead.url.authority)")
+                })
             }
     }
 
