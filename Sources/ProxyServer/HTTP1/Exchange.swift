@@ -10,11 +10,9 @@ import ProxyUpstream
 /// starting each hop's upstream transfer (one, unless a redirect is followed), writing to the client, and the log
 /// records. The decisions live in the machine; this type holds the data they act on.
 ///
-/// Threading: every method runs on `eventLoop` (the client channel's). The handler calls `start`, then
-/// `receiveRequestBody`/`finishRequestBody` as the request arrives, `drainResponse` when the channel becomes
-/// writable, and `clientClosed`/`clientTimedOut`; the exchange calls back `send`, `flush`, `pauseReading`,
-/// `resumeReading`, `sendEnd`, `closeConnection` and, once, `exchangeFinished`. Curl's reports arrive through the
-/// hop's `TransferBridge`, which schedules `drainResponse` on the loop.
+/// Threading: every method runs on `eventLoop` (the client channel's); `ExchangeClient` is the contract with the
+/// connection it serves. Curl's reports arrive through the hop's `TransferBridge`, which schedules `drainResponse`
+/// on the loop.
 /// Not Sendable: the bridge's callbacks reach it through a loop-bound weak reference (`LoopBoundExchange`).
 final class Exchange {
     let proxy: ProxyContext
@@ -25,7 +23,7 @@ final class Exchange {
     let plan: FlowPlan
     let request: RequestContext
     private let nioHead: HTTPRequestHead
-    private var handler: ProxyRequestHandler?
+    private var handler: (any ExchangeClient)?
     private var machine: ExchangeStateMachine
     /// Set (to self) while the client is gone and only curl's outcome is awaited: nothing else holds the exchange.
     private var retainedUntilOutcome: Exchange?
@@ -47,7 +45,7 @@ final class Exchange {
     private var responseHead: ResponseHead?
     private var responseCapture: CapturedBody?
 
-    init(proxy: ProxyContext, handler: ProxyRequestHandler, eventLoop: any EventLoop, rules: RuleSet,
+    init(proxy: ProxyContext, handler: any ExchangeClient, eventLoop: any EventLoop, rules: RuleSet,
          clientHead: RequestHead, nioHead: HTTPRequestHead, keepAlive: Bool, plan: FlowPlan, request: RequestContext) {
         self.proxy = proxy
         self.handler = handler

@@ -314,6 +314,24 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                                     responseBody: captured))
     }
 
+    /// The one step from "CONNECT accepted" to a tunnel: writes `200 Connection Established`, and once it is on the
+    /// wire hands the connection over (`becomeTunnel`). `done` gets success, or failure with the error (nil when the
+    /// 200 could not be written: the client is gone).
+    func becomeTunnelAfter200(install: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void,
+                              done: @escaping (Result<Void, TunnelFailure>) -> Void) {
+        let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: 200, reasonPhrase: "Connection Established"))
+        send(.head(head))
+        sendEnd().assumeIsolated().whenComplete { [self] written in
+            guard case .success = written else { return done(.failure(TunnelFailure(nil))) }
+            do {
+                try becomeTunnel(install: install)
+                done(.success(()))
+            } catch {
+                done(.failure(TunnelFailure(error)))
+            }
+        }
+    }
+
     /// Hands the connection to a tunnel, after the 200 went out: removes the HTTP handlers (this one included),
     /// lets `install` add what serves the tunnel, and removes the request decoder last, so bytes the client sent
     /// right after its CONNECT (before it read the 200) flow into what `install` added instead of being dropped.
@@ -370,4 +388,10 @@ extension ProxyRequestHandler {
         encoder.write(NIOAny(context.channel.allocator.buffer(bytes: bytes)), promise: nil)
     }
 
+}
+
+/// Why a CONNECT did not become a tunnel: the error from setting it up, or nil when the 200 could not be written.
+struct TunnelFailure: Error {
+    let error: (any Error)?
+    init(_ error: (any Error)?) { self.error = error }
 }

@@ -20,22 +20,16 @@ enum Interception {
                 proxy.logger.error("\(message)")
                 handler.answerConnect(.error(ProxyError(.tlsFailed, message)), request: request)
             case .success(let sslContext):
-                let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: 200, reasonPhrase: "Connection Established"))
-                handler.send(.head(head))
-                handler.sendEnd().assumeIsolated().whenComplete { written in
-                    guard case .success = written else { return }
-                    do {
-                        try handler.becomeTunnel { pipeline in
-                            try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
-                            try pipeline.addHandler(InterceptionWatcher(host: host, proxy: proxy))
-                            try ProxyPipeline.addHTTPHandlers(to: pipeline, context: proxy, impliedScheme: "https",
-                                                              impliedAuthority: target)
-                        }
-                    } catch {
-                        proxy.logger.error("CONNECT \(target): cannot start interception: \(error)")
-                        channel.close(promise: nil)
-                    }
-                }
+                handler.becomeTunnelAfter200(install: { pipeline in
+                    try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try pipeline.addHandler(InterceptionWatcher(host: host, proxy: proxy))
+                    try ProxyPipeline.addHTTPHandlers(to: pipeline, context: proxy, impliedScheme: "https",
+                                                      impliedAuthority: target)
+                }, done: { result in
+                    guard case .failure(let failure) = result, let error = failure.error else { return }
+                    proxy.logger.error("CONNECT \(target): cannot start interception: \(error)")
+                    channel.close(promise: nil)
+                })
             }
         }
     }

@@ -81,31 +81,25 @@ enum ConnectTunnel {
     }
 
     private static func splice(client: ChannelHandlerContext, upstream: any Channel, handler: ProxyRequestHandler, target: String) {
-        let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: 200, reasonPhrase: "Connection Established"))
-        handler.send(.head(head))
-        handler.sendEnd().assumeIsolated().whenComplete { result in
-            guard case .success = result else {
-                upstream.close(promise: nil)
-                return
-            }
-            do {
-                let (local, remote) = GlueHandler.matchedPair()
-                try upstream.pipeline.syncOperations.addHandler(remote)
-                try handler.becomeTunnel { pipeline in
-                    // SPEC: the idle timeout does not apply to a CONNECT tunnel.
-                    if let idle = try? pipeline.handler(type: IdleStateHandler.self) { pipeline.removeHandler(idle, promise: nil) }
-                    try pipeline.addHandler(local)
-                }
-                // The upstream was connected with autoRead off so nothing is read before the glue is in place;
-                // turning it on now issues the first read and keeps reading (each read gated by the glue).
-                try upstream.syncOptions?.setOption(.autoRead, value: true)
+        handler.becomeTunnelAfter200(install: { pipeline in
+            let (local, remote) = GlueHandler.matchedPair()
+            try upstream.pipeline.syncOperations.addHandler(remote)
+            // SPEC: the idle timeout does not apply to a CONNECT tunnel.
+            if let idle = try? pipeline.handler(type: IdleStateHandler.self) { pipeline.removeHandler(idle, promise: nil) }
+            try pipeline.addHandler(local)
+            // The upstream was connected with autoRead off so nothing is read before the glue is in place;
+            // turning it on now issues the first read and keeps reading (each read gated by the glue).
+            try upstream.syncOptions?.setOption(.autoRead, value: true)
+        }, done: { result in
+            switch result {
+            case .success:
                 client.channel.read()
-            } catch {
-                handler.proxy.logger.error("CONNECT \(target): cannot splice: \(error)")
+            case .failure(let failure):
+                if let error = failure.error { handler.proxy.logger.error("CONNECT \(target): cannot splice: \(error)") }
                 upstream.close(promise: nil)
                 client.close(promise: nil)
             }
-        }
+        })
     }
 
     /// A `trust` rule for a host reached through a blind tunnel cannot apply (hookproxy is not the TLS client):
