@@ -72,7 +72,7 @@ let credentials = ProxyCredentials(user: "user", password: "pass")
 let listening = (host: "127.0.0.1", port: 8080)
 let captureLimit = 64 * 1024
 
-/// The curl header lines `UpstreamTransfer.headerLines()` makes of the upstream head.
+/// The curl header lines `CurlTransfer.headerLines()` makes of the upstream head.
 func curlHeaderLines(_ head: RequestHead) -> [String] {
     var lines: [String] = []
     for field in head.headers where !field.name.caseInsensitiveEquals("content-length") {
@@ -83,14 +83,9 @@ func curlHeaderLines(_ head: RequestHead) -> [String] {
     return lines
 }
 
-/// `Exchange.requestFraming`.
+/// The framing the exchange gives the upstream request (no longer a copy: `Exchange.requestFraming` is static).
 func framing(_ nioHead: HTTPRequestHead, method: String) -> UpstreamRequest.Body {
-    if nioHead.headers.contains(name: "transfer-encoding") { return .chunked }
-    if let length = nioHead.headers.first(name: "content-length").flatMap(Int64.init) {
-        if length == 0 && ["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"].contains(method) { return .none }
-        return .length(length)
-    }
-    return .none
+    Exchange.requestFraming(nioHead, method: method)
 }
 
 /// Logs a record the way the writers do: redact, then encode; the JSON must parse back.
@@ -204,7 +199,7 @@ final class RequestPath: ChannelInboundHandler {
         var upstreamHead = clientHead
         upstreamHead.headers.remove("Expect")
         plan.editRequest(&upstreamHead)
-        // UpstreamTransfer.configure: what curl is given. The URL curl parses must name the host and port the rules
+        // CurlTransfer.configure: what curl is given. The URL curl parses must name the host and port the rules
         // matched (or map_remote chose), else a rule for one host would send the request to another.
         let curlURL = "\(upstreamHead.url.scheme)://\(upstreamHead.url.authority)/"
         guard let reparsed = ProxyURL(string: curlURL), reparsed.scheme == upstreamHead.url.scheme,

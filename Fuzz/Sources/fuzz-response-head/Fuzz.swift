@@ -1,6 +1,6 @@
 // The upstream response head: the fuzz input is what curl's CURLOPT_HEADERFUNCTION would hand over, one line per
 // call (split after each `\n`, terminators kept). The lines go through `ResponseHeadParser` as
-// `UpstreamTransfer.onHeaderLine` feeds it (once plainly, once holding 401/407 heads for an auth round), and the
+// `CurlTransfer.onHeaderLine` feeds it (once plainly, once holding 401/407 heads for an auth round), and the
 // delivered head goes where the exchange takes it: hop-by-hop stripping, the rules' response edits, NIO's
 // `HTTPResponseHead` and response encoder (the bytes the client gets), the `on_redirect` Location handling
 // (`RedirectFollower.resolve`, `.rewrite`, `.next`), and the request that a followed redirect would send.
