@@ -149,9 +149,10 @@ final class Exchange {
         let verdict: ExchangeStateMachine.HeadVerdict
         if let problem = ResponseFraming.sanitize(&head) {
             verdict = .malformed(ProxyError(.upstreamFailed, "hookproxy: bad response from \(upstreamHead.url.authority): \(problem)"))
-        } else if let decision = HookDecisions.onHead(head, .init(
-            request: hopRequest, hopPlan: hopPlan, redirectPolicy: plan.onRedirect, follower: machine.follower,
-            canReplayBody: machine.canReplayRequestBody, bodyLimit: proxy.limits.bodyLimit)) {
+        } else if plan.onRedirect != nil || hopPlan.onChallenge?.action == .cancel,  // (most heads meet no hook)
+                  let decision = HookDecisions.onHead(head, .init(
+                      request: hopRequest, hopPlan: hopPlan, redirectPolicy: plan.onRedirect, follower: machine.follower,
+                      canReplayBody: machine.canReplayRequestBody, bodyLimit: proxy.limits.bodyLimit)) {
             verdict = .decided(decision)
         } else {
             verdict = .pass(hasBody: ResponseHead.hasBody(status: head.status, requestMethod: clientHead.method))
