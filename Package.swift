@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "ProxyLog", targets: ["ProxyLog"]),
         .library(name: "ProxyUpstream", targets: ["ProxyUpstream"]),
         .library(name: "ProxyServer", targets: ["ProxyServer"]),
+        .library(name: "ProxyTestSupport", targets: ["ProxyTestSupport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),

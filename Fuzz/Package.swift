@@ -47,6 +47,7 @@ let package = Package(
             "FuzzSupport",
             .product(name: "ProxyLog", package: parentPackage),
             .product(name: "ProxyModel", package: parentPackage),
+            .product(name: "ProxyTestSupport", package: parentPackage),
         ], path: "Sources/fuzz-logs"),
         .executableTarget(name: "fuzz-url", dependencies: [
             "FuzzSupport",
