@@ -31,6 +31,8 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
                        providers: [.apt(["libssl-dev"])]),
+        // Linux's epoll and eventfd, for the upstream engine's socket watcher (Glibc's module leaves them out).
+        .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
 
         .target(name: "ProxyModel"),
         .target(name: "ProxyRules", dependencies: [
@@ -46,7 +48,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "ProxyUpstream", dependencies: [
-            "ProxyModel", "CCurl", "COpenSSL",
+            "ProxyModel", "CCurl", "COpenSSL", "CEpoll",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -81,7 +83,9 @@ let package = Package(
         .testTarget(name: "ProxyModelTests", dependencies: ["ProxyModel"]),
         .testTarget(name: "ProxyRulesTests", dependencies: ["ProxyRules", "ProxyModel"]),
         .testTarget(name: "ProxyLogTests", dependencies: ["ProxyLog", "ProxyModel", "ProxyTestSupport"]),
-        .testTarget(name: "ProxyUpstreamTests", dependencies: ["ProxyUpstream", "ProxyModel", "ProxyTestSupport"]),
+        .testTarget(name: "ProxyUpstreamTests", dependencies: [
+            "ProxyUpstream", "ProxyModel", "ProxyTestSupport", .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         .testTarget(name: "ProxyServerTests", dependencies: [
             "ProxyServer", "ProxyModel", "ProxyTestSupport",
             .product(name: "NIOCore", package: "swift-nio"),

@@ -68,6 +68,20 @@ static inline CURLcode hp_getinfo_ptr(CURL *easy, CURLINFO info, void **out) {
 static inline CURLMcode hp_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }
+static inline CURLMcode hp_multi_setopt_ptr(CURLM *multi, CURLMoption option, void *value) {
+    return curl_multi_setopt(multi, option, value);
+}
+
+// The socket API: curl says which sockets to watch and when to time out; the caller reports readiness.
+typedef int (*hp_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *context, void *socket_context);
+typedef int (*hp_timer_callback)(CURLM *multi, long timeout_ms, void *context);
+
+static inline CURLMcode hp_multi_setopt_socket_callback(CURLM *multi, hp_socket_callback cb) {
+    return curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, cb);
+}
+static inline CURLMcode hp_multi_setopt_timer_callback(CURLM *multi, hp_timer_callback cb) {
+    return curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, cb);
+}
 
 // MARK: magic values
 
@@ -80,6 +94,13 @@ static inline int hp_pause_cont(void) { return CURLPAUSE_CONT; }
 static inline int hp_pause_all(void) { return CURLPAUSE_ALL; }
 static inline int hp_pause_recv(void) { return CURLPAUSE_RECV; }
 static inline int hp_pause_send(void) { return CURLPAUSE_SEND; }
+static inline curl_socket_t hp_socket_timeout(void) { return CURL_SOCKET_TIMEOUT; }
+static inline int hp_poll_in(void) { return CURL_POLL_IN; }
+static inline int hp_poll_out(void) { return CURL_POLL_OUT; }
+static inline int hp_poll_remove(void) { return CURL_POLL_REMOVE; }
+static inline int hp_cselect_in(void) { return CURL_CSELECT_IN; }
+static inline int hp_cselect_out(void) { return CURL_CSELECT_OUT; }
+static inline int hp_cselect_err(void) { return CURL_CSELECT_ERR; }
 static inline size_t hp_error_size(void) { return CURL_ERROR_SIZE; }
 static inline long hp_global_default(void) { return CURL_GLOBAL_DEFAULT; }
 static inline long hp_http_version_1_1(void) { return CURL_HTTP_VERSION_1_1; }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import ProxyLog
 import ProxyModel
 import ProxyRules
@@ -62,6 +63,8 @@ public struct ProxyConfiguration: Sendable {
     public var captureBodies: Bool
     /// `--intercept GLOB`: CONNECT hosts whose TLS hookproxy terminates (rules with `intercept` decide first).
     public var interceptHosts: [HostGlob] = []
+    /// How many event loops (threads) serve client connections, each with its own upstream connection cache.
+    public var eventLoops: Int = System.coreCount
     /// `--ca-dir`: where the interception CA lives (created on first need).
     public var caDirectory: String = ProxyConfiguration.defaultCADirectory
 

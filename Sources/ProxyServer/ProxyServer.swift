@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import ProxyModel
+import ProxyUpstream
 
 /// A running hookproxy listener: accepts client connections and serves them until `shutdown`.
 ///
@@ -33,7 +34,7 @@ public final class ProxyServer: Sendable {
             try? await context.shutdownPools()
             throw ProxyStartError(error.description)
         }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoops))
         let bootstrap = ServerBootstrap(group: group)
             // Out of file descriptors, accept(2) fails at once, again and again: back off instead of spinning a core.
             .serverChannelInitializer { channel in
@@ -72,6 +73,9 @@ public final class ProxyServer: Sendable {
         self.port = port
     }
 
+    /// Upstream requests carried so far, and the connections they opened (the rest reused one).
+    public var upstreamStatistics: UpstreamStatistics { context.engine.statistics }
+
     /// Leaves signed so far for interception (a repeated host costs none).
     public var interceptionSignings: Int { context.interception.signings }
 
@@ -95,6 +99,11 @@ public final class ProxyServer: Sendable {
             try? await channel.close()
         }
         await context.engine.shutdown()
+        let upstream = context.engine.statistics
+        if upstream.transfers > 0 {
+            let reused = (upstream.reuseRate * 1000).rounded() / 10
+            context.logger.info("upstream: \(upstream.transfers) requests, \(upstream.newConnections) new connections (\(reused)% reused one)")
+        }
         try? await context.shutdownPools()
         context.configuration.recorder?.close()
         let refused = context.interceptionRefusals.withLock { $0 }

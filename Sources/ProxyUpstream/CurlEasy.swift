@@ -1,7 +1,7 @@
 internal import CCurl
 import Foundation
 
-/// A typed wrapper of one curl easy handle. Owned by the curl thread; never touched elsewhere.
+/// A typed wrapper of one curl easy handle. Owned by one event loop's `LoopEngine`; never touched elsewhere.
 /// Reused across transfers (`reset`), so connection and DNS caches of the multi handle carry over.
 final class CurlEasy {
     let handle: UnsafeMutableRawPointer

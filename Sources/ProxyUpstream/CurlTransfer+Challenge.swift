@@ -2,7 +2,7 @@ internal import CCurl
 import ProxyModel
 
 // The `on_challenge` hook's libcurl side: credentials to answer a 401 with, and a client certificate to present
-// when the server asks for one. Runs on the curl thread.
+// when the server asks for one. Runs on the transfer's event loop, inside curl.
 extension CurlTransfer {
     func configureChallenge(_ easy: CurlEasy) throws(CurlError) {
         guard let challenge = request.challenge else { return }

@@ -3,7 +3,7 @@ import Foundation
 import ProxyModel
 
 // How one transfer is set up on its easy handle, the C callbacks that feed it, and how its end is read back.
-// Everything here runs on the curl thread.
+// Everything here runs on the transfer's event loop (its `LoopEngine`).
 extension CurlTransfer {
     static let bufferSize = 64 * 1024
 

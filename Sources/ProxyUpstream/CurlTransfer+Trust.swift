@@ -4,7 +4,7 @@ import ProxyModel
 
 // The `trust` hook: hookproxy's own verification inside the TLS handshake, before any request byte is sent.
 // curl's verification is switched off for such a transfer and an OpenSSL certificate-verify callback decides.
-// Runs on the curl thread.
+// Runs on the transfer's event loop, inside the handshake.
 extension CurlTransfer {
     func configureTLS(_ easy: CurlEasy) throws(CurlError) {
         guard request.head.url.scheme == "https", request.trust != nil else {

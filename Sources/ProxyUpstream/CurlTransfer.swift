@@ -2,16 +2,16 @@ internal import CCurl
 import Foundation
 import ProxyModel
 
-/// The curl-thread side of one request carried upstream by libcurl: its easy handle, pause state and header
-/// parsing. Created by `UpstreamEngine.start` and handed to the curl thread, which alone touches it from then on;
-/// the caller keeps only the `UpstreamTransfer` handle. It crosses threads once, fresh, through the engine's
-/// command queue (`@unchecked Sendable` for that one move, which the checker cannot follow into a lock's closure).
+/// The curl side of one request carried upstream by libcurl: its easy handle, pause state and header parsing.
+/// Created by `UpstreamEngine.start` and handed to its event loop's `LoopEngine`, which alone touches it from then
+/// on; the caller keeps only the `UpstreamTransfer` handle. It crosses threads at most once, fresh, when `start` is
+/// called off the loop (`@unchecked Sendable` for that one move).
 final class CurlTransfer: @unchecked Sendable {
     let id: UInt64
     let request: UpstreamRequest
     let delegate: any UpstreamTransferDelegate
 
-    // MARK: curl-thread state
+    // MARK: loop state
     var easy: CurlEasy?
     var state: TransferState = .waiting
     var headParser = ResponseHeadParser()
@@ -33,7 +33,7 @@ final class CurlTransfer: @unchecked Sendable {
     var host: String { request.head.url.authority }
 }
 
-/// Where a transfer is in its life (curl thread only).
+/// Where a transfer is in its life (its loop only).
 enum TransferState {
     case waiting
     case running(paused: Bool)

@@ -1,33 +1,21 @@
 internal import CCurl
-import Foundation
+import NIOCore
 import ProxyModel
 import Synchronization
 
-/// Carries every upstream request through one libcurl multi handle on one dedicated thread.
+/// Carries every upstream request with libcurl, on the event loop of the client connection that asked for it.
 ///
-/// The curl thread owns the multi handle and every easy handle. Other threads only enqueue commands (add, resume,
-/// cancel, quit) and wake the thread with `curl_multi_wakeup`. Connections (and DNS answers) are kept in the multi
-/// handle's cache and reused across client connections.
-public final class UpstreamEngine: @unchecked Sendable {
-    enum Command {
-        case add(CurlTransfer)
-        case resume(UInt64)
-        case cancel(UInt64)
-        case quit
-    }
-
+/// Each event loop gets its own curl multi handle (`LoopEngine`), driven through curl's socket API on that loop's
+/// thread: a request, its curl transfer and the delegate's callbacks never change thread. Upstream connections
+/// (and DNS answers) are cached per loop and reused by every client connection served there. One `SocketWatcher`
+/// thread only waits for the sockets to become ready.
+public final class UpstreamEngine: Sendable {
     public let settings: UpstreamSettings
-    private let multi: UnsafeMutableRawPointer
-    private let commands = Mutex<[Command]>([])
-    /// Whether the curl thread has ended, and who waits for it.
-    private let stopState = Mutex<(stopped: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-    private let isRunning = Atomic<Bool>(true)
-
-    // curl-thread state
-    private var active: [UInt64: CurlTransfer] = [:]
+    private let watcher = SocketWatcher()
+    private let loops = Mutex<[ObjectIdentifier: LoopEngine]>([:])
     private let nextTransferID = Atomic<UInt64>(1)
-    private var idleHandles: [CurlEasy] = []
-    private static let maxIdleHandles = 128
+    private let isRunning = Atomic<Bool>(true)
+    private let counter = UpstreamStatisticsCounter()
 
     private static let globalInit: Void = {
         _ = curl_global_init(hp_global_default())
@@ -36,129 +24,85 @@ public final class UpstreamEngine: @unchecked Sendable {
     public init(settings: UpstreamSettings = UpstreamSettings()) {
         _ = UpstreamEngine.globalInit
         self.settings = settings
-        guard let multi = curl_multi_init() else { fatalError("curl_multi_init returned NULL: out of memory") }
-        self.multi = multi
-        _ = hp_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxCachedConnections)
-        let thread = Thread { [self] in self.run() }
-        thread.name = "hookproxy-curl"
-        thread.start()
     }
 
-    /// Starts carrying `request`; the delegate hears about it on the curl thread. Any thread.
-    public func start(_ request: UpstreamRequest, delegate: any UpstreamTransferDelegate) -> UpstreamTransfer {
+    /// Starts carrying `request` on `loop`; the delegate hears about it on that loop. Any thread (the transfer
+    /// starts at once when called on `loop`, else as its next task).
+    public func start(_ request: UpstreamRequest, delegate: any UpstreamTransferDelegate,
+                      on loop: any EventLoop) -> UpstreamTransfer {
         let id = nextTransferID.wrappingAdd(1, ordering: .relaxed).oldValue
-        enqueue(.add(CurlTransfer(id: id, request: request, delegate: delegate)))
-        return UpstreamTransfer(id: id, engine: self)
+        let engine = loopEngine(for: loop)
+        let transfer = CurlTransfer(id: id, request: request, delegate: delegate)
+        engine.perform { $0.add(transfer) }
+        return UpstreamTransfer(id: id, engine: engine)
     }
 
-    /// Asks the curl thread to stop (aborting every transfer still running) and returns at once. Any thread.
+    /// How many transfers finished, and how many upstream connections they had to open.
+    public var statistics: UpstreamStatistics { counter.snapshot }
+
+    /// Aborts every transfer still running (each hears a shutdown error) and returns at once. Any thread.
     public func stop() {
-        if isRunning.exchange(false, ordering: .acquiringAndReleasing) { enqueue(.quit) }
+        guard isRunning.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        for engine in loops.withLock({ Array($0.values) }) {
+            engine.perform { $0.stop() }
+        }
+        watcher.stop()
     }
 
-    /// Stops the curl thread after aborting every transfer still running, and waits for it without blocking a
-    /// thread (a cooperative thread blocked here would stall every task of the process). Any task; call once or more.
+    /// Stops like `stop`, and returns once every loop's multi handle is freed and the watcher thread has ended.
+    /// Call before the event loops shut down. Any task; call once or more.
     public func shutdown() async {
-        stop()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let stopped = stopState.withLock { state -> Bool in
-                if !state.stopped { state.waiters.append(continuation) }
-                return state.stopped
+        let wasRunning = isRunning.exchange(false, ordering: .acquiringAndReleasing)
+        if wasRunning {
+            for engine in loops.withLock({ Array($0.values) }) {
+                try? await engine.loop.submit { engine.stop() }.get()
             }
-            if stopped { continuation.resume() }
+        }
+        await watcher.shutdown()
+    }
+
+    private func loopEngine(for loop: any EventLoop) -> LoopEngine {
+        loops.withLock { loops in
+            if let engine = loops[ObjectIdentifier(loop)] { return engine }
+            let engine = LoopEngine(loop: loop, settings: settings, watcher: watcher, statistics: counter)
+            loops[ObjectIdentifier(loop)] = engine
+            if !isRunning.load(ordering: .acquiring) { engine.perform { $0.stop() } }
+            return engine
         }
     }
 
-    func enqueue(_ command: Command) {
-        commands.withLock { $0.append(command) }
-        curl_multi_wakeup(multi)
+    static func shuttingDown(_ host: String) -> ProxyError {
+        ProxyError(.upstreamFailed, "hookproxy: shutting down \(host)")
+    }
+}
+
+/// Transfers finished, and the upstream connections they opened: the rest reused a cached connection.
+public struct UpstreamStatistics: Sendable, Hashable {
+    public var transfers: Int
+    public var newConnections: Int
+
+    public init(transfers: Int, newConnections: Int) {
+        self.transfers = transfers
+        self.newConnections = newConnections
     }
 
-    // MARK: - curl thread
+    /// The share of transfers that found a connection ready, 0…1 (1 when none ran).
+    public var reuseRate: Double {
+        transfers == 0 ? 1 : Double(max(0, transfers - newConnections)) / Double(transfers)
+    }
+}
 
-    private func run() {
-        var quitting = false
-        while !quitting {
-            for command in commands.withLock({ queue in defer { queue.removeAll(keepingCapacity: true) }; return queue }) {
-                switch command {
-                case .add(let transfer): add(transfer)
-                case .resume(let id): if let transfer = active[id] { resume(transfer) }
-                case .cancel(let id): if let transfer = active[id] { remove(transfer, outcome: nil) }
-                case .quit: quitting = true
-                }
-            }
-            if quitting { break }
-            var running: Int32 = 0
-            _ = curl_multi_perform(multi, &running)
-            collectFinished()
-            _ = curl_multi_poll(multi, nil, 0, 1000, nil)
-        }
-        for transfer in Array(active.values) {
-            remove(transfer, outcome: UpstreamOutcome(error: ProxyError(.upstreamFailed, "hookproxy: shutting down \(transfer.host)")))
-        }
-        idleHandles.removeAll()
-        curl_multi_cleanup(multi)
-        let waiters = stopState.withLock { state in
-            state.stopped = true
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
+/// The engine's running totals (any loop adds to them).
+final class UpstreamStatisticsCounter: Sendable {
+    private let transfers = Atomic<Int>(0)
+    private let newConnections = Atomic<Int>(0)
+
+    func count(newConnections connections: Int) {
+        transfers.wrappingAdd(1, ordering: .relaxed)
+        if connections > 0 { newConnections.wrappingAdd(connections, ordering: .relaxed) }
     }
 
-    private func add(_ transfer: CurlTransfer) {
-        let easy = idleHandles.popLast() ?? CurlEasy()
-        transfer.easy = easy
-        do {
-            try transfer.configure(easy, settings: transfer.request.settings)
-            try curlCheck(curl_multi_add_handle(multi, easy.handle), "curl_multi_add_handle")
-            active[transfer.id] = transfer
-            transfer.state = .running(paused: false)
-        } catch {
-            transfer.easy = nil
-            recycle(easy)
-            transfer.state = .finished
-            let message = "hookproxy: upstream error \(transfer.host): \(error.description)"
-            transfer.delegate.didComplete(UpstreamOutcome(error: ProxyError(.upstreamFailed, message)))
-        }
-    }
-
-    private func resume(_ transfer: CurlTransfer) {
-        guard case .running = transfer.state, let easy = transfer.easy else { return }
-        _ = easy.pause(hp_pause_cont())
-    }
-
-    private func collectFinished() {
-        var remaining: Int32 = 0
-        while let message = curl_multi_info_read(multi, &remaining) {
-            guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
-            let code = message.pointee.data.result
-            var privatePointer: UnsafeMutableRawPointer? = nil
-            _ = hp_getinfo_ptr(handle, CURLINFO_PRIVATE, &privatePointer)
-            guard let privatePointer else { continue }
-            let transfer = Unmanaged<CurlTransfer>.fromOpaque(privatePointer).takeUnretainedValue()
-            remove(transfer, outcome: transfer.outcome(for: code))
-        }
-    }
-
-    /// Takes the transfer out of the multi handle; reports `outcome` unless it was cancelled.
-    private func remove(_ transfer: CurlTransfer, outcome: UpstreamOutcome?) {
-        guard active.removeValue(forKey: transfer.id) != nil, let easy = transfer.easy else { return }
-        curl_multi_remove_handle(multi, easy.handle)
-        transfer.easy = nil
-        transfer.state = .finished
-        if let outcome {
-            // Only a complete head (its empty line seen) is a response: a connection that closed inside the head
-            // is a failure, even when libcurl accepts it.
-            if transfer.headParser.complete, let head = transfer.headParser.takeForDelivery() {
-                transfer.delegate.didReceiveHead(head)
-            }
-            transfer.delegate.didComplete(outcome)
-        }
-        recycle(easy)
-    }
-
-    private func recycle(_ easy: CurlEasy) {
-        easy.reset()
-        if idleHandles.count < UpstreamEngine.maxIdleHandles { idleHandles.append(easy) }
+    var snapshot: UpstreamStatistics {
+        UpstreamStatistics(transfers: transfers.load(ordering: .relaxed), newConnections: newConnections.load(ordering: .relaxed))
     }
 }

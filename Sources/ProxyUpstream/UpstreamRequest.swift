@@ -1,6 +1,6 @@
 import ProxyModel
 
-/// Everything the upstream engine needs to carry one request: built on the event loop, read on the curl thread.
+/// Everything the upstream engine needs to carry one request: built and carried on the client connection's event loop.
 public struct UpstreamRequest: Sendable {
     /// How the request body is framed upstream.
     public enum Body: Sendable, Hashable {
@@ -78,10 +78,11 @@ public enum BodyFlow: Sendable, Equatable {
 
 /// The receiving side of one upstream transfer (implemented by the server's exchange bridge).
 ///
-/// Every method is called on the curl thread, in order: `didReceiveHead` once (for the final, non-1xx response),
-/// `didReceiveBody` any number of times, then `didComplete` exactly once (unless the transfer was cancelled).
-/// `provideRequestBody` is called whenever libcurl wants request bytes. None of them may block or throw:
-/// they hand data across under a short lock and return.
+/// Every method is called on the event loop the transfer was started on, from inside libcurl, in order:
+/// `didReceiveHead` once (for the final, non-1xx response), `didReceiveBody` any number of times, then `didComplete`
+/// exactly once (unless the transfer was cancelled). `provideRequestBody` is called whenever libcurl wants request
+/// bytes. None of them may block or throw, and none may call back into the engine synchronously (a `resume` or
+/// `cancel` made from inside a callback waits for the loop's next turn): they hand data on and return.
 public protocol UpstreamTransferDelegate: AnyObject, Sendable {
     func didReceiveHead(_ head: ResponseHead)
     /// Take all of `bytes` and return `.bytes(bytes.count)`, or return `.pause` to take none now.

@@ -1,22 +1,25 @@
-/// The caller's handle on one upstream transfer: the only part of it that leaves the curl thread. Sendable; it
-/// holds no curl state, only the transfer's number, so a late `resume` or `cancel` (after the transfer ended)
-/// reaches nothing.
+/// The caller's handle on one upstream transfer. Sendable; it holds no curl state, only the transfer's number and
+/// its loop's engine, so a late `resume` or `cancel` (after the transfer ended) reaches nothing.
 public final class UpstreamTransfer: Sendable {
     let id: UInt64
-    private let engine: UpstreamEngine
+    private let engine: LoopEngine
 
-    init(id: UInt64, engine: UpstreamEngine) {
+    init(id: UInt64, engine: LoopEngine) {
         self.id = id
         self.engine = engine
     }
 
-    /// Asks libcurl to continue a direction that a body callback paused. Any thread.
+    /// Asks libcurl to continue a direction that a body callback paused. Any thread; on the transfer's loop (outside
+    /// a curl callback) it takes effect before returning.
     public func resume() {
-        engine.enqueue(.resume(id))
+        let id = self.id
+        engine.perform { $0.resume(id) }
     }
 
-    /// Stops the transfer at once; `didComplete` is not called. Any thread.
+    /// Stops the transfer; `didComplete` is not called. Any thread; on the transfer's loop (outside a curl
+    /// callback) it takes effect before returning.
     public func cancel() {
-        engine.enqueue(.cancel(id))
+        let id = self.id
+        engine.perform { $0.cancel(id) }
     }
 }

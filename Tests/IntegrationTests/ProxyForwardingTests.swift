@@ -311,16 +311,30 @@ struct ProxyForwardingTests {
 
     // MARK: connections
 
-    @Test("the upstream connection is reused across two client connections")
+    @Test("the upstream connection is reused across client connections served by one event loop")
     func upstreamReuse() async throws {
-        try await withProxyAndOrigin { proxy, origin in
-            for _ in 0..<2 {
+        try await withProxyAndOrigin({ $0.eventLoops = 1 }) { proxy, origin in
+            for _ in 0..<3 {
                 let result = try await curlThrough(proxy, ["\(origin.baseURL)/bytes/64"])
                 #expect(result.exitCode == 0, "\(result.stderr)")
                 #expect(isPattern(result.stdout, count: 64), "\(patternMismatch(result.stdout, count: 64))")
             }
-            #expect(origin.requests.count == 2)
+            #expect(origin.requests.count == 3)
             #expect(origin.acceptedConnections == 1, "the origin accepted \(origin.acceptedConnections) connections")
+        }
+    }
+
+    /// Each event loop keeps its own upstream connections (a request never changes thread): sequential client
+    /// connections, spread over two loops, open at most one upstream connection per loop.
+    @Test("each event loop opens at most one connection for sequential requests")
+    func upstreamReusePerLoop() async throws {
+        try await withProxyAndOrigin({ $0.eventLoops = 2 }) { proxy, origin in
+            for _ in 0..<6 {
+                let result = try await curlThrough(proxy, ["\(origin.baseURL)/bytes/64"])
+                #expect(result.exitCode == 0, "\(result.stderr)")
+            }
+            #expect(origin.requests.count == 6)
+            #expect(origin.acceptedConnections <= 2, "the origin accepted \(origin.acceptedConnections) connections")
         }
     }
 

@@ -11,7 +11,7 @@ import Testing
 /// The client-side HTTP/1 handlers (`ProxyPipeline.addHTTPHandlers`: NIO's server codec, `ProtocolErrorHandler`,
 /// `ProxyRequestHandler`) on an `EmbeddedChannel`: raw request bytes in, raw response bytes out, no socket.
 /// Every request here is answered by hookproxy itself (its own address, a refusal, a parse error): none may start an
-/// upstream transfer (the curl thread would call into the embedded event loop from another thread).
+/// upstream transfer (the engine would drive curl through the embedded event loop from its socket watcher thread).
 @Suite struct ProxyRequestHandlerTests {
     /// The listening port the context pretends to have (nothing listens: only `listeningPort` is set).
     static let port = 8080
@@ -79,7 +79,7 @@ import Testing
     }
 
     /// A context as `ProxyServer.start` makes it (listening port recorded), with a throwaway CA directory, a silent
-    /// logger and a recorder; its curl thread and thread pools are stopped when `body` returns.
+    /// logger and a recorder; its upstream engine and thread pools are stopped when `body` returns.
     static func withContext(_ configure: (inout ProxyConfiguration) throws -> Void = { _ in },
                             _ body: (ProxyContext, RecordingRecorder) throws -> Void) async throws {
         let scratch = FileManager.default.temporaryDirectory

@@ -1,10 +1,11 @@
 import Foundation
+import NIOPosix
 import ProxyModel
 import ProxyTestSupport
 import ProxyUpstream
 import Synchronization
 
-/// Receives one transfer's callbacks (curl thread) and lets the test read what arrived (test thread).
+/// Receives one transfer's callbacks (the transfer's event loop) and lets the test read what arrived (test thread).
 final class TestDelegate: UpstreamTransferDelegate, Sendable {
     struct State {
         var heads: [ResponseHead] = []
@@ -90,6 +91,9 @@ final class TestDelegate: UpstreamTransferDelegate, Sendable {
 }
 
 extension UpstreamEngine {
+    /// The event loop every test transfer runs on: one, so that an engine's transfers share its connection cache.
+    static let testLoop = MultiThreadedEventLoopGroup.singleton.next()
+
     /// Starts `method url` with `delegate` and remembers the transfer in the delegate.
     @discardableResult
     func start(_ method: String, _ url: String, body: UpstreamRequest.Body = .none, headers: HeaderFields = [],
@@ -98,7 +102,7 @@ extension UpstreamEngine {
                                       body: body, settings: settings)
         // The box is filled under its lock before the callbacks can need it (they read it lazily).
         return delegate.transferBox.withLock { box in
-            let transfer = start(request, delegate: delegate)
+            let transfer = start(request, delegate: delegate, on: UpstreamEngine.testLoop)
             box = transfer
             return transfer
         }

@@ -269,10 +269,10 @@ final class Exchange {
         if delayed && plan.delayMs > 0 {
             eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(plan.delayMs))) { [self] in
                 guard !machine.responseComplete, self.bridge === bridge else { return }
-                transfer = proxy.engine.start(upstream, delegate: bridge)
+                transfer = proxy.engine.start(upstream, delegate: bridge, on: eventLoop)
             }
         } else {
-            transfer = proxy.engine.start(upstream, delegate: bridge)
+            transfer = proxy.engine.start(upstream, delegate: bridge, on: eventLoop)
         }
         if case .overLimit(let kept) = upload {
             for chunk in kept { push(chunk) }

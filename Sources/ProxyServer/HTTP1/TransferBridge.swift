@@ -4,10 +4,13 @@ import ProxyModel
 import ProxyUpstream
 import Synchronization
 
-/// Where one upstream transfer meets the event loop: request bytes waiting for curl, response events waiting for
-/// the client. Both threads touch it, only under its lock. Each side pauses the other past a high-water mark.
+/// Where one upstream transfer meets its exchange: request bytes waiting for curl, response events waiting for the
+/// client. Each side pauses the other past a high-water mark. Both sides run on the client connection's event loop
+/// (the engine drives curl there), but at different moments: curl's callbacks only queue, and the exchange drains
+/// in a task of its own, so neither ever runs inside the other. The lock is uncontended; it stays so the type can
+/// be Sendable.
 ///
-/// Curl side: the `UpstreamTransferDelegate` callbacks (curl thread). Event-loop side: `pushRequest`,
+/// Curl side: the `UpstreamTransferDelegate` callbacks (inside curl). Exchange side: `pushRequest`,
 /// `endRequest`, `nextEvent`. The bridge keeps every request byte while `retainsRequest` so libcurl can rewind
 /// (a second auth round), until the retained bytes pass the body limit.
 final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
@@ -104,7 +107,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
         }
     }
 
-    // MARK: curl thread side
+    // MARK: curl side (inside curl's callbacks)
 
     func didReceiveHead(_ head: ResponseHead) {
         enqueue(.head(head), bytes: 0)

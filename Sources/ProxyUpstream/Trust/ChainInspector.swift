@@ -60,7 +60,7 @@ public enum ChainInspector {
         return ChainReport(presented: capture.presented, verificationFailure: capture.failure)
     }
 
-    /// Collects the chain inside the handshake (curl thread of the call) and judges it with policy `none`.
+    /// Collects the chain inside the handshake (on the calling thread) and judges it with policy `none`.
     private final class Capture {
         let host: String
         let caFile: String?

@@ -9,7 +9,7 @@ public enum TrustVerdict: Sendable, Equatable {
 }
 
 /// Makes AFSecurityPolicy's decision (SPEC.md "trust", steps 1–4) for a chain hookproxy received as a TLS client.
-/// Pure apart from OpenSSL verification; runs on the curl thread inside the handshake.
+/// Pure apart from OpenSSL verification; runs on the transfer's event loop inside the handshake.
 struct TrustEvaluator {
     let policy: TrustPolicy
     let host: String

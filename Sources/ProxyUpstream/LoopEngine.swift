@@ -1,0 +1,227 @@
+internal import CCurl
+internal import CEpoll
+import NIOCore
+import ProxyModel
+
+/// One libcurl multi handle, driven by one event loop through curl's socket API.
+///
+/// Everything about it runs on `loop`: adding, pausing, resuming and removing transfers, every curl callback (so a
+/// transfer's delegate hears from curl on the same thread as the client connection that started it), and each
+/// `curl_multi_socket_action`, which touches only the socket that is ready (not every transfer, as
+/// `curl_multi_perform` would). The `SocketWatcher` says when a socket is ready; curl's timer becomes a scheduled
+/// task on the loop. Cached connections (and DNS answers) live in the multi handle, so a client connection's
+/// requests reuse the upstream connections of earlier requests on the same loop.
+///
+/// `@unchecked Sendable`: its mutable state is touched only on `loop` (asserted); other threads reach it only by
+/// `perform`, which hops to the loop.
+final class LoopEngine: @unchecked Sendable {
+    let loop: any EventLoop
+    private let multi: UnsafeMutableRawPointer
+    private let watcher: SocketWatcher
+    private let statistics: UpstreamStatisticsCounter
+    private var index: UInt32 = 0
+
+    // MARK: loop state
+    private var active: [UInt64: CurlTransfer] = [:]
+    private var idleHandles: [CurlEasy] = []
+    private static let maxIdleHandles = 128
+    /// The sockets curl asked to watch, and whether each is armed in the watcher (one-shot registrations).
+    private var sockets: [Int32: (events: UInt32, armed: Bool)] = [:]
+    private var timer: Scheduled<Void>?
+    private var timerDeadline: NIODeadline?
+    /// True while curl runs (inside it, transfers must not be added or removed: those wait for the next turn).
+    private var insideCurl = false
+    private var stopped = false
+
+    init(loop: any EventLoop, settings: UpstreamSettings, watcher: SocketWatcher, statistics: UpstreamStatisticsCounter) {
+        self.loop = loop
+        self.watcher = watcher
+        self.statistics = statistics
+        guard let multi = curl_multi_init() else { fatalError("curl_multi_init returned NULL: out of memory") }
+        self.multi = multi
+        _ = hp_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxCachedConnections)
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        _ = hp_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, context)
+        _ = hp_multi_setopt_socket_callback(multi) { _, socket, what, context, _ in
+            Unmanaged<LoopEngine>.fromOpaque(context!).takeUnretainedValue().curlWatches(socket, what: what)
+            return 0
+        }
+        _ = hp_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, context)
+        _ = hp_multi_setopt_timer_callback(multi) { _, timeoutMs, context in
+            Unmanaged<LoopEngine>.fromOpaque(context!).takeUnretainedValue().curlWantsTimer(in: timeoutMs)
+            return 0
+        }
+        index = watcher.register(self)
+    }
+
+    /// Runs `work` on the loop: now when called there outside curl, else as the loop's next task. Any thread.
+    func perform(_ work: @escaping @Sendable (LoopEngine) -> Void) {
+        if loop.inEventLoop && !insideCurl {
+            work(self)
+        } else {
+            loop.execute { work(self) }
+        }
+    }
+
+    // MARK: - commands (loop)
+
+    func add(_ transfer: CurlTransfer) {
+        loop.assertInEventLoop()
+        if stopped {
+            transfer.state = .finished
+            transfer.delegate.didComplete(UpstreamOutcome(error: UpstreamEngine.shuttingDown(transfer.host)))
+            return
+        }
+        let easy = idleHandles.popLast() ?? CurlEasy()
+        transfer.easy = easy
+        do {
+            try transfer.configure(easy, settings: transfer.request.settings)
+            try curlCheck(curl_multi_add_handle(multi, easy.handle), "curl_multi_add_handle")
+            active[transfer.id] = transfer
+            transfer.state = .running(paused: false)
+        } catch {
+            transfer.easy = nil
+            recycle(easy)
+            transfer.state = .finished
+            let message = "hookproxy: upstream error \(transfer.host): \(error.description)"
+            transfer.delegate.didComplete(UpstreamOutcome(error: ProxyError(.upstreamFailed, message)))
+        }
+    }
+
+    func resume(_ id: UInt64) {
+        loop.assertInEventLoop()
+        guard let transfer = active[id], case .running = transfer.state, let easy = transfer.easy else { return }
+        // Unpausing may deliver buffered bytes at once, through the body callback.
+        runCurl { _ = easy.pause(hp_pause_cont()) }
+    }
+
+    func cancel(_ id: UInt64) {
+        loop.assertInEventLoop()
+        if let transfer = active[id] { remove(transfer, outcome: nil) }
+    }
+
+    /// Aborts every transfer still running (each hears a shutdown error) and frees the multi handle. Once.
+    func stop() {
+        loop.assertInEventLoop()
+        guard !stopped else { return }
+        stopped = true
+        timer?.cancel()
+        timer = nil
+        for transfer in Array(active.values) {
+            remove(transfer, outcome: UpstreamOutcome(error: UpstreamEngine.shuttingDown(transfer.host)))
+        }
+        idleHandles.removeAll()
+        curl_multi_cleanup(multi)  // closes the cached connections (each one's socket callback forgets it)
+        for socket in sockets.keys { watcher.forget(socket) }
+        sockets.removeAll()
+    }
+
+    // MARK: - readiness and time (loop)
+
+    /// The watcher found these sockets ready. Any thread: hops to the loop.
+    func socketsReady(_ ready: [SocketWatcher.Ready]) {
+        loop.execute { [self] in
+            guard !stopped else { return }
+            for socket in ready {
+                sockets[socket.socket]?.armed = false
+                var mask: Int32 = 0
+                if socket.events & (hp_epollin() | hp_epollhup() | hp_epollrdhup()) != 0 { mask |= hp_cselect_in() }
+                if socket.events & hp_epollout() != 0 { mask |= hp_cselect_out() }
+                if socket.events & hp_epollerr() != 0 { mask |= hp_cselect_err() }
+                act(on: socket.socket, mask: mask)
+                // Curl may have re-registered it meanwhile (armed again) or let it go (gone).
+                if let watch = sockets[socket.socket], !watch.armed {
+                    sockets[socket.socket]?.armed = true
+                    watcher.watch(socket.socket, events: watch.events, index: index, isNew: false)
+                }
+            }
+            collectFinished()
+        }
+    }
+
+    private func act(on socket: Int32, mask: Int32) {
+        var running: Int32 = 0
+        runCurl { _ = curl_multi_socket_action(multi, socket, mask, &running) }
+    }
+
+    /// CURLMOPT_SOCKETFUNCTION: watch `socket` for what curl wants, or stop watching it.
+    private func curlWatches(_ socket: Int32, what: Int32) {
+        if what == hp_poll_remove() {
+            if sockets.removeValue(forKey: socket) != nil { watcher.forget(socket) }
+            return
+        }
+        var events: UInt32 = hp_epollrdhup()
+        if what & hp_poll_in() != 0 { events |= hp_epollin() }
+        if what & hp_poll_out() != 0 { events |= hp_epollout() }
+        let isNew = sockets[socket] == nil
+        sockets[socket] = (events, true)
+        watcher.watch(socket, events: events, index: index, isNew: isNew)
+    }
+
+    /// CURLMOPT_TIMERFUNCTION: curl wants `socket_action(TIMEOUT)` in `timeoutMs` (-1: no timer needed).
+    /// A timer already due earlier stays: firing early is harmless (curl only sets the next one then).
+    private func curlWantsTimer(in timeoutMs: Int) {
+        guard !stopped else { return }
+        guard timeoutMs >= 0 else {
+            timer?.cancel()
+            timer = nil
+            timerDeadline = nil
+            return
+        }
+        let deadline = NIODeadline.now() + .milliseconds(Int64(timeoutMs))
+        if let due = timerDeadline, due <= deadline { return }
+        timer?.cancel()
+        timerDeadline = deadline
+        timer = loop.scheduleTask(deadline: deadline) { [self] in
+            timer = nil
+            timerDeadline = nil
+            guard !stopped else { return }
+            act(on: hp_socket_timeout(), mask: 0)
+            collectFinished()
+        }
+    }
+
+    private func runCurl(_ body: () -> Void) {
+        insideCurl = true
+        defer { insideCurl = false }
+        body()
+    }
+
+    // MARK: - finishing
+
+    private func collectFinished() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            var privatePointer: UnsafeMutableRawPointer? = nil
+            _ = hp_getinfo_ptr(handle, CURLINFO_PRIVATE, &privatePointer)
+            guard let privatePointer else { continue }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(privatePointer).takeUnretainedValue()
+            statistics.count(newConnections: transfer.easy?.info(CURLINFO_NUM_CONNECTS) ?? 0)
+            remove(transfer, outcome: transfer.outcome(for: code))
+        }
+    }
+
+    /// Takes the transfer out of the multi handle; reports `outcome` unless it was cancelled.
+    private func remove(_ transfer: CurlTransfer, outcome: UpstreamOutcome?) {
+        guard active.removeValue(forKey: transfer.id) != nil, let easy = transfer.easy else { return }
+        runCurl { _ = curl_multi_remove_handle(multi, easy.handle) }
+        transfer.easy = nil
+        transfer.state = .finished
+        if let outcome {
+            // Only a complete head (its empty line seen) is a response: a connection that closed inside the head
+            // is a failure, even when libcurl accepts it.
+            if transfer.headParser.complete, let head = transfer.headParser.takeForDelivery() {
+                transfer.delegate.didReceiveHead(head)
+            }
+            transfer.delegate.didComplete(outcome)
+        }
+        recycle(easy)
+    }
+
+    private func recycle(_ easy: CurlEasy) {
+        easy.reset()
+        if idleHandles.count < LoopEngine.maxIdleHandles { idleHandles.append(easy) }
+    }
+}
