@@ -22,7 +22,9 @@ final class Exchange {
     /// apply to the response the client gets.
     let plan: FlowPlan
     let request: RequestContext
-    private let nioHead: HTTPRequestHead
+    /// How the client frames its request body (decided once, from the parsed head).
+    private let requestFraming: UpstreamRequest.Body
+    private let clientVersion: HTTPVersion
     private var handler: (any ExchangeClient)?
     private var machine: ExchangeStateMachine
     /// Set (to self) while the client is gone and only curl's outcome is awaited: nothing else holds the exchange.
@@ -46,14 +48,16 @@ final class Exchange {
     private var responseCapture: CapturedBody?
 
     init(proxy: ProxyContext, handler: any ExchangeClient, eventLoop: any EventLoop, rules: RuleSet,
-         clientHead: RequestHead, nioHead: HTTPRequestHead, keepAlive: Bool, plan: FlowPlan, request: RequestContext) {
+         clientHead: RequestHead, keepAlive: Bool, plan: FlowPlan, request: RequestContext) {
         self.proxy = proxy
         self.handler = handler
         self.eventLoop = eventLoop
         self.rules = rules
         self.plan = plan
         self.request = request
-        self.nioHead = nioHead
+        let framing = Exchange.requestFraming(request.head, method: clientHead.method)
+        self.requestFraming = framing
+        self.clientVersion = request.head.version
         self.hopRequest = clientHead
         self.hopPlan = plan
         self.hopEvents = plan.events
@@ -62,7 +66,6 @@ final class Exchange {
         plan.editRequest(&upstreamHead)
         proxy.markIfItMayLoop(&upstreamHead)
         self.upstreamHead = upstreamHead
-        let framing = Exchange.requestFraming(nioHead, method: clientHead.method)
         let follower = plan.onRedirect.flatMap {
             $0.action == .follow ? RedirectFollower(policy: $0, original: clientHead) : nil
         }
@@ -70,7 +73,7 @@ final class Exchange {
             requestHasBody: framing != .none,
             transformsRequest: plan.requestBodyTransform != nil && framing != .none,
             transformsResponse: plan.responseBodyTransform != nil,
-            keepAlive: keepAlive, clientIsHTTP10: nioHead.version == .http1_0,
+            keepAlive: keepAlive, clientIsHTTP10: clientVersion == .http1_0,
             bodyLimit: proxy.limits.bodyLimit), follower: follower)
         if proxy.configuration.captureBodies {
             requestCapture = CapturedBody()
@@ -229,12 +232,12 @@ final class Exchange {
         var delayed = false
         switch upload {
         case .fromClient(let isDelayed):
-            body = Exchange.requestFraming(nioHead, method: clientHead.method)
+            body = requestFraming
             delayed = isDelayed
         case .overLimit:
             warnOverBodyLimit("request", transform: plan.requestBodyTransform)
             hopEvents.append(HookEvent(hook: .body, action: "request body over --body-limit", detail: "sent unchanged"))
-            body = Exchange.requestFraming(nioHead, method: clientHead.method)
+            body = requestFraming
         case .transformed:
             let bytes = transformedRequest ?? ByteBuffer()
             transformedRequest = nil
@@ -365,7 +368,7 @@ final class Exchange {
             hopEvents.append(HookEvent(hook: .redirect, action: "redirect followed \(hop) hop\(hop == 1 ? "" : "s")"))
         }
         responseHead = head
-        handler.send(.head(head.nioHead(version: nioHead.version)))
+        handler.send(.head(head.nioHead(version: clientVersion)))
     }
 
     /// Writes body bytes, in pieces of at most 64 KiB: the client-side idle timeout counts completed writes, and
@@ -408,15 +411,15 @@ final class Exchange {
         guard proxy.configuration.recorder != nil else { return }  // --quiet without log files: nothing to build
         let hop = machine.hop - (final ? 0 : 1)  // a redirect's record comes as the next hop starts
         let replayBytes = machine.replay?.byteCount ?? 0
-        let flow = FlowRecord(
-            id: proxy.makeFlowID(), start: hop == 0 ? request.start : hopStart, client: request.client,
-            request: upstreamHead, url: hopRequest.url.description, upstreamURL: upstreamHead.url.description,
-            response: response, requestBodySize: hop == 0 ? requestBodySize : (upstreamHead.method == clientHead.method ? replayBytes : 0),
-            responseBodySize: final ? machine.bodyBytesWritten : 0, requestBody: hop == 0 ? requestCapture : nil,
-            responseBody: final ? responseCapture : nil, timings: outcome?.timings ?? Timings(),
-            durationMs: Date().timeIntervalSince(hop == 0 ? request.start : hopStart) * 1000,
-            rules: hopPlan.firedRules, events: hopEvents + (outcome?.events ?? []), error: final ? machine.failure : nil, hop: hop,
-            serverIP: outcome?.serverIP, connectionID: outcome?.connectionID, secretValues: secretValues)
+        let flow = request.record(
+            id: proxy.makeFlowID(), response: response, bodySize: final ? machine.bodyBytesWritten : 0,
+            events: hopEvents, responseBody: final ? responseCapture : nil,
+            hop: RequestContext.Hop(
+                number: hop, start: hop == 0 ? request.start : hopStart, upstreamRequest: upstreamHead,
+                url: hopRequest.url.description,
+                requestBodySize: hop == 0 ? requestBodySize : (upstreamHead.method == clientHead.method ? replayBytes : 0),
+                requestBody: hop == 0 ? requestCapture : nil, outcome: outcome, rules: hopPlan.firedRules,
+                error: final ? machine.failure : nil, secretValues: secretValues))
         proxy.record(flow)
     }
 }

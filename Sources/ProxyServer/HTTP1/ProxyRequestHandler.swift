@@ -227,7 +227,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             flush()
         }
         let exchange = Exchange(proxy: proxy, handler: self, eventLoop: context.eventLoop, rules: rules, clientHead: clientHead,
-                                nioHead: nioHead, keepAlive: keepAlive, plan: plan,
+                                keepAlive: keepAlive, plan: plan,
                                 request: request.with(clientHead: clientHead, plan: plan))
         state = .exchanging(exchange)
         exchange.start()
