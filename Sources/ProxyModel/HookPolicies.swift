@@ -76,9 +76,12 @@ public struct TrustPolicy: Sendable, Hashable {
     public var caFile: String?
     public var allowInvalidCertificates: Bool
     public var validateDomainName: Bool
+    /// `verify_time`: certificate dates are checked at this instant instead of now (it wins over `--verify-time`).
+    public var verifyTime: UTCInstant?
 
     public init(rule: String, pinning: Pinning = .none, pinnedKeyHashes: [[UInt8]] = [], pinnedCertificates: [[UInt8]] = [],
-                caFile: String? = nil, allowInvalidCertificates: Bool = false, validateDomainName: Bool = true) {
+                caFile: String? = nil, allowInvalidCertificates: Bool = false, validateDomainName: Bool = true,
+                verifyTime: UTCInstant? = nil) {
         self.rule = rule
         self.pinning = pinning
         self.pinnedKeyHashes = pinnedKeyHashes
@@ -86,5 +89,6 @@ public struct TrustPolicy: Sendable, Hashable {
         self.caFile = caFile
         self.allowInvalidCertificates = allowInvalidCertificates
         self.validateDomainName = validateDomainName
+        self.verifyTime = verifyTime
     }
 }

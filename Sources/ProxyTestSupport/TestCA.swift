@@ -13,7 +13,8 @@ import X509
 /// - `clientAuthLeaf` **LC**: like L (under I, localhost, 127.0.0.1) but with only the clientAuth EKU, so no TLS
 ///   client may accept it as a server;
 /// - `partialWildcard` **PW**: leaf under I whose only SAN is the partial wildcard `f*.hookproxy.test` (which
-///   OpenSSL matches against `foo.hookproxy.test` unless partial wildcards are refused, as curl refuses them).
+///   OpenSSL matches against `foo.hookproxy.test` unless partial wildcards are refused, as curl refuses them);
+/// - `leaf(notBefore:notAfter:)` mints, on each call, a leaf like L with the dates a test chooses.
 ///
 /// `TestCA.shared` is generated once per process. Any thread (immutable).
 public final class TestCA: Sendable {
@@ -68,6 +69,14 @@ public final class TestCA: Sendable {
     public var all: [TestCertificate] {
         [root, intermediate, leaf, wrongName, expired, unrelatedRoot, unrelatedLeaf, selfSigned, noDomains,
          clientCA, client, clientAuthLeaf, partialWildcard]
+    }
+
+    /// A new leaf like L (under I, SAN localhost and 127.0.0.1) valid from `notBefore` to `notAfter`, both cut to
+    /// whole seconds as a certificate holds them: for tests that check dates at a chosen verify time.
+    public func leaf(name: String = "L-dated", notBefore: Date = Date() - 3600, notAfter: Date) throws -> TestCertificate {
+        func whole(_ date: Date) -> Date { Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)) }
+        return try TestCA.makeLeaf(name: name, commonName: "localhost", names: [.dnsName("localhost"), TestCA.loopbackIP],
+                                   issuer: intermediate, notBefore: whole(notBefore), notAfter: whole(notAfter))
     }
 
     /// A server identity presenting `chain` (leaf first) with the leaf's key, e.g. `identity([leaf, intermediate])`.

@@ -4,12 +4,14 @@ import ProxyModel
 
 // The `trust` hook: hookproxy's own verification inside the TLS handshake, before any request byte is sent.
 // curl's verification is switched off for such a transfer and an OpenSSL certificate-verify callback decides.
-// Runs on the transfer's event loop, inside the handshake.
+// Without a rule curl verifies, at the `--verify-time` clock when one is set. Runs on the transfer's event loop,
+// inside the handshake.
 extension CurlTransfer {
     func configureTLS(_ easy: CurlEasy) throws(CurlError) {
         guard request.head.url.scheme == "https", request.trust != nil else {
             try easy.set(CURLOPT_SSL_VERIFYPEER, true)
             try easy.set(CURLOPT_SSL_VERIFYHOST, 2)
+            if request.head.url.scheme == "https", request.settings.verifyTime != nil { try configureDefaultClock(easy) }
             return
         }
         try easy.set(CURLOPT_SSL_VERIFYPEER, false)
@@ -33,18 +35,46 @@ extension CurlTransfer {
         try easy.set(CURLOPT_SSL_CTX_DATA, pointer: Unmanaged.passUnretained(self).toOpaque())
     }
 
-    /// Applies the policy to the chain the server presented; records the decision as a hook event.
+    /// curl's own verification (no `trust` rule) at the `--verify-time` instant: OpenSSL's verification runs as it
+    /// would, on the handshake's store context with the clock set, and a date failure is reported with its date.
+    private func configureDefaultClock(_ easy: CurlEasy) throws(CurlError) {
+        try easy.setSSLContextCallback({ _, sslContext, context in
+            guard let sslContext, let context else { return CURLE_ABORTED_BY_CALLBACK }
+            hp_SSL_CTX_set_cert_verify_callback(OpaquePointer(sslContext), { storeContext, context in
+                guard let storeContext, let context else { return 0 }
+                let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+                return transfer.verifyAtDefaultClock(storeContext) ? 1 : 0
+            }, context)
+            return CURLE_OK
+        })
+        try easy.set(CURLOPT_SSL_CTX_DATA, pointer: Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    fileprivate func verifyAtDefaultClock(_ storeContext: OpaquePointer) -> Bool {
+        let clock = VerifyClock(rule: nil, flag: request.settings.verifyTime)
+        clock.apply(to: X509_STORE_CTX_get0_param(storeContext))
+        if X509_verify_cert(storeContext) == 1 { return true }
+        if let failure = clock.dateFailure(storeContext) {
+            recordedError = ProxyError(.tlsFailed, "hookproxy: TLS failure \(host): \(failure)")
+        }
+        return false
+    }
+
+    /// Applies the policy to the chain the server presented; records the decision as a hook event, naming the
+    /// verify clock when it is not now.
     fileprivate func judgeServerTrust(_ storeContext: OpaquePointer) -> Bool {
         guard let policy = request.trust else { return true }
         let presented = X509Certificate.presentedChain(storeContext)
         let host = request.head.url.host
-        switch TrustEvaluator(policy: policy, host: host).evaluate(presented: presented) {
+        let clock = VerifyClock(rule: policy.verifyTime, flag: request.settings.verifyTime)
+        let tag = "[rule \(policy.rule)\(clock.label.map { ", \($0)" } ?? "")]"
+        switch TrustEvaluator(policy: policy, host: host, clock: clock).evaluate(presented: presented) {
         case .accepted(let reason):
-            events.append(HookEvent(hook: .trust, action: "trust accepted", detail: "\(reason) [rule \(policy.rule)]"))
+            events.append(HookEvent(hook: .trust, action: "trust accepted", detail: "\(reason) \(tag)"))
             return true
         case .rejected(let reason):
             let subjects = presented.map(\.subject).joined(separator: " ← ")
-            events.append(HookEvent(hook: .trust, action: "trust rejected", detail: "\(reason) [rule \(policy.rule)]"))
+            events.append(HookEvent(hook: .trust, action: "trust rejected", detail: "\(reason) \(tag)"))
             recordedError = ProxyError(.trustRejected, "hookproxy: trust rejected \(host): \(reason) (chain: \(subjects))")
             X509_STORE_CTX_set_error(storeContext, hp_x509_v_err_application_verification())
             return false

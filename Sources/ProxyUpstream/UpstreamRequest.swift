@@ -38,13 +38,17 @@ public struct UpstreamSettings: Sendable, Hashable {
     /// How many idle upstream connections libcurl keeps for reuse (CURLMOPT_MAXCONNECTS): part of the process's
     /// file descriptor budget.
     public var maxCachedConnections: Int
+    /// `--verify-time`: upstream certificate dates are checked at this instant instead of now, by `trust` rules
+    /// without a `verify_time` of their own and by curl's default verification alike.
+    public var verifyTime: UTCInstant?
 
     public init(connectTimeoutMs: Int = 10_000, idleTimeoutMs: Int = 60_000, upstreamProxy: String? = nil,
-                maxCachedConnections: Int = 512) {
+                maxCachedConnections: Int = 512, verifyTime: UTCInstant? = nil) {
         self.connectTimeoutMs = connectTimeoutMs
         self.idleTimeoutMs = idleTimeoutMs
         self.upstreamProxy = upstreamProxy
         self.maxCachedConnections = maxCachedConnections
+        self.verifyTime = verifyTime
     }
 }
 

@@ -27,6 +27,14 @@ enum CommandLineValues {
         return value
     }
 
+    static func instant(_ text: String, flag: String) throws -> UTCInstant {
+        do throws(UTCInstant.ParseError) {
+            return try UTCInstant(parsing: text)
+        } catch {
+            throw ValidationError("\(flag): \(error)")
+        }
+    }
+
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }

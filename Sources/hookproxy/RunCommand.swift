@@ -68,6 +68,9 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "A client connection must send a complete request head (TLS handshake included) within this (30s).")
     var headerTimeout: String = "30s"
 
+    @Option(name: .long, help: ArgumentHelp("Check upstream certificate dates at this UTC instant instead of now, e.g. 2031-01-01T00:00:00Z (a trust rule's verify_time wins).", valueName: "time"))
+    var verifyTime: String?
+
     func validate() throws {
         if quiet && verbose { throw ValidationError("--quiet and --verbose exclude each other") }
         _ = try CommandLineValues.listenAddress(listen)
@@ -77,6 +80,7 @@ struct RunCommand: AsyncParsableCommand {
         _ = try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout")
         _ = try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout")
         _ = try CommandLineValues.milliseconds(headerTimeout, flag: "--header-timeout")
+        if let verifyTime { _ = try CommandLineValues.instant(verifyTime, flag: "--verify-time") }
         for glob in intercept where HostGlob(glob) == nil {
             throw ValidationError("--intercept takes a host glob such as '*.example.com', got '\(glob)'")
         }
@@ -104,7 +108,8 @@ struct RunCommand: AsyncParsableCommand {
         let upstream = UpstreamSettings(
             connectTimeoutMs: try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout"),
             idleTimeoutMs: try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout"),
-            upstreamProxy: upstreamProxy)
+            upstreamProxy: upstreamProxy,
+            verifyTime: try verifyTime.map { try CommandLineValues.instant($0, flag: "--verify-time") })
         let redactor = Redactor(logSecrets: logSecrets, redactQuery: redactQuery)
         var recorders: [any FlowRecorder] = quiet ? [] : [ConsoleLog(verbose: verbose, redactor: redactor)]
         do {

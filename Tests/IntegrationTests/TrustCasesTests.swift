@@ -277,6 +277,8 @@ struct TrustCasesTests {
         var ai: Bool? = nil
         var vd: Bool? = nil
         var certificatesAsDirectory = false
+        /// `verify_time`, as written in the rule.
+        var verifyTime: String? = nil
 
         /// The rule file: t.test mapped to https://localhost:PORT with this trust (certificate files in `directory`).
         func ruleFile(port: Int, in directory: TemporaryDirectory) throws -> String {
@@ -301,6 +303,7 @@ struct TrustCasesTests {
             }
             if let ai { lines.append("      allow_invalid_certificates: \(ai)") }
             if let vd { lines.append("      validate_domain_name: \(vd)") }
+            if let verifyTime { lines.append("      verify_time: \"\(verifyTime)\"") }
             return """
                 rules:
                   - name: trust-case

@@ -28,6 +28,8 @@ import Testing
         #expect(mapped.upstreamURL.description == "http://127.0.0.1:9000/v1/users?page=2")
         #expect(set.intercept(host: "api.example.test", port: 443) == true)
         #expect(set.intercept(host: "www.bank.example.test", port: 443) == false)
+        let clock = set.plan(for: request("GET", "https://future.example.test/"))
+        #expect(clock.trust?.verifyTime?.description == "2031-01-01T00:00:00Z")
         // Each file loads on its own too.
         for file in files {
             do throws(RuleLoadFailure) {

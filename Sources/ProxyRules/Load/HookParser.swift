@@ -12,7 +12,7 @@ struct HookParser {
     static let onChallengeKeys = ["action", "schemes", "username", "password", "password_env", "client_certificate"]
     static let clientCertificateKeys = ["cert", "key", "passphrase_env"]
     static let trustKeys = ["pinning", "pins", "certificates", "ca_file", "allow_invalid_certificates",
-                            "validate_domain_name"]
+                            "validate_domain_name", "verify_time"]
 
     func choice<T: RawRepresentable & CaseIterable>(_ node: Node, _ what: String, _: T.Type) -> T? where T.RawValue == String {
         guard let text = ctx.string(node, what) else { return nil }
@@ -169,6 +169,13 @@ struct HookParser {
         }
         if let node = map["ca_file"], let path = existingFile(node, "trust.ca_file") {
             policy.caFile = path
+        }
+        if let node = map["verify_time"], let text = ctx.string(node, "trust.verify_time") {
+            do throws(UTCInstant.ParseError) {
+                policy.verifyTime = try UTCInstant(parsing: text)
+            } catch {
+                ctx.error(node, "rule '\(rule)': 'trust.verify_time' \(error)")
+            }
         }
 
         if policy.pinning == .none && (map.has("pins") || map.has("certificates")) && !policy.allowInvalidCertificates {

@@ -9,10 +9,12 @@ public enum TrustVerdict: Sendable, Equatable {
 }
 
 /// Makes AFSecurityPolicy's decision (SPEC.md "trust", steps 1–4) for a chain hookproxy received as a TLS client.
-/// Pure apart from OpenSSL verification; runs on the transfer's event loop inside the handshake.
+/// Pure apart from OpenSSL verification; runs on the transfer's event loop inside the handshake. Every step that checks
+/// dates (the store verification of steps 1–2, the pinned-anchor verification of step 3) checks them at `clock`.
 struct TrustEvaluator {
     let policy: TrustPolicy
     let host: String
+    var clock = VerifyClock.now
 
     /// The result of verifying a chain against one store.
     struct Verification {
@@ -94,8 +96,10 @@ struct TrustEvaluator {
         // serverAuth, the CAs must be CAs) and the matching trust settings.
         X509_STORE_CTX_set_default(context, "ssl_server")
         if partial { X509_VERIFY_PARAM_set_flags(X509_STORE_CTX_get0_param(context), hp_x509_v_flag_partial_chain()) }
+        clock.apply(to: X509_STORE_CTX_get0_param(context))
         let ok = X509_verify_cert(context) == 1
-        let error = String(cString: X509_verify_cert_error_string(Int(X509_STORE_CTX_get_error(context))))
+        let error = ok ? "" : clock.dateFailure(context)
+            ?? String(cString: X509_verify_cert_error_string(Int(X509_STORE_CTX_get_error(context))))
         var chain: [X509Certificate] = []
         if let built = X509_STORE_CTX_get1_chain(context) {
             for index in 0..<hp_sk_X509_num(built) {

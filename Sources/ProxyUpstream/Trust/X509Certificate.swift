@@ -1,5 +1,6 @@
 internal import COpenSSL
 import Foundation
+import ProxyModel
 
 /// One certificate held through OpenSSL (reference counted), with the facts hookproxy prints and pins by.
 /// Immutable; safe to read from any thread.
@@ -65,6 +66,9 @@ public final class X509Certificate: @unchecked Sendable {
     public var issuer: String { X509Certificate.describe(X509_get_issuer_name(pointer)) }
     public var notBefore: String { X509Certificate.describe(X509_get0_notBefore(pointer)) }
     public var notAfter: String { X509Certificate.describe(X509_get0_notAfter(pointer)) }
+    /// The validity dates as instants (nil when OpenSSL cannot read the field).
+    public var notBeforeInstant: UTCInstant? { X509Certificate.instant(X509_get0_notBefore(pointer)) }
+    public var notAfterInstant: UTCInstant? { X509Certificate.instant(X509_get0_notAfter(pointer)) }
 
     /// Whether the certificate names `host` (an IP address is matched against IP SANs). A wildcard must be the
     /// whole left-most label (`*.example.com`), as curl requires: `f*.example.com` names nothing.
@@ -87,6 +91,13 @@ public final class X509Certificate: @unchecked Sendable {
         defer { BIO_free(bio) }
         ASN1_TIME_print(bio, time)
         return bioString(bio)
+    }
+
+    private static func instant(_ time: UnsafePointer<ASN1_TIME>?) -> UTCInstant? {
+        guard let time else { return nil }
+        var parts = tm()
+        guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }
+        return UTCInstant(secondsSince1970: Int64(timegm(&parts)))
     }
 
     private static func bioString(_ bio: OpaquePointer) -> String {
