@@ -7,6 +7,7 @@ public struct HookEvent: Sendable, Hashable, Codable {
     /// | --- | --- | --- |
     /// | `rule` | the request head is planned (`RuleSet.plan`): `map_remote`, `respond`, `redirect_client`, header edits, `delay`; again for each followed hop | the client connection's event loop |
     /// | `intercept` | a request arrives inside an intercepted CONNECT tunnel | event loop |
+    /// | `reverse` | a request arrives at a `--reverse` listener | event loop |
     /// | `trust` | the upstream's certificate chain is checked, during the TLS handshake, before any request byte goes out | the client connection's event loop, inside curl (OpenSSL's verify callback) |
     /// | `challenge` | a 401/407 arrives: `use_credential` answers it inside curl (the next round follows at once); `cancel` answers the client when the head reaches the exchange | event loop (inside curl / in the exchange) |
     /// | `redirect` | a 3xx head reaches the exchange, before the client sees it: `pass`, `block`, `rewrite`, `follow` (the next hop starts when the 3xx ends) | event loop |
@@ -16,7 +17,7 @@ public struct HookEvent: Sendable, Hashable, Codable {
     /// Events made inside curl travel with the transfer's outcome to the exchange; the log record is always built
     /// on the event loop, by the exchange.
     public enum Hook: String, Sendable, Hashable, Codable {
-        case rule, redirect, challenge, trust, intercept, body, upstream
+        case rule, redirect, challenge, trust, intercept, reverse, body, upstream
     }
 
     public var hook: Hook

@@ -67,6 +67,11 @@ public struct ProxyConfiguration: Sendable {
     public var eventLoops: Int = System.coreCount
     /// `--ca-dir`: where the interception CA lives (created on first need).
     public var caDirectory: String = ProxyConfiguration.defaultCADirectory
+    /// `--reverse LISTEN=URL`: listeners of their own that stand where URL's server stands (see `ReverseRoute`).
+    public var reverseRoutes: [ReverseRoute] = []
+    /// `--reverse-cert FILE`: what TLS reverse listeners present instead of a leaf minted by the CA
+    /// (see `ReverseCertificate` for what the file holds).
+    public var reverseCertificatePath: String?
 
     public static var defaultCADirectory: String {
         ((ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) as NSString).appendingPathComponent(".hookproxy")

@@ -96,9 +96,17 @@ final class ProxyContext: Sendable {
         try await signingPool.shutdownGracefully()
     }
 
-    /// Marks `head` when it may come back to this listener (its port is the listening port).
+    /// The ports of the `--reverse` listeners, known once bound: a request to one of them may come back too.
+    private let reversePorts = Mutex<Set<Int>>([])
+
+    func addOwnPort(_ port: Int) {
+        reversePorts.withLock { _ = $0.insert(port) }
+    }
+
+    /// Marks `head` when it may come back to one of hookproxy's listeners (its port is a listening port).
     func markIfItMayLoop(_ head: inout RequestHead) {
-        guard head.url.port == listeningPort.load(ordering: .relaxed) else { return }
+        let port = head.url.port
+        guard port == listeningPort.load(ordering: .relaxed) || reversePorts.withLock({ $0.contains(port) }) else { return }
         head.headers.add("Via", loopMarker)
     }
 

@@ -1,12 +1,16 @@
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import ProxyModel
 import ProxyRules
 
 /// Builds the handlers of a new client connection: HTTP/1 codec (with pipelining assistance and the header-size
-/// limit), the protocol-error answerer (400/431 and close), and the proxy request handler.
+/// limit), the protocol-error answerer (400/431 and close), and the proxy request handler. A connection to a
+/// `--reverse` listener gets the same handlers, behind TLS when the route speaks it, with the route as the request
+/// handler's fixed target.
 enum ProxyPipeline {
-    static func configure(_ channel: any Channel, context: ProxyContext) throws {
+    static func configure(_ channel: any Channel, context: ProxyContext, reverse: ReverseRoute? = nil,
+                          tls: NIOSSLContext? = nil) throws {
         guard context.connections.admit(channel) else {
             context.logger.warning("too many connections (limit \(context.connections.limit)): answered 503")
             let refusal = LocalResponse.error(ProxyError(.tooManyConnections, "hookproxy: too many connections (limit \(context.connections.limit))"))
@@ -18,12 +22,19 @@ enum ProxyPipeline {
         // First in the pipeline, so it sees the raw bytes (TLS included) both ways; the request handler decides
         // what a silence means (ProxyRequestHandler.userInboundEventTriggered).
         let idle = TimeAmount.milliseconds(Int64(context.limits.clientIdleTimeoutMs))
-        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle, writeTimeout: idle))
-        try addHTTPHandlers(to: channel.pipeline.syncOperations, context: context)
+        let pipeline = channel.pipeline.syncOperations
+        try pipeline.addHandler(IdleStateHandler(readTimeout: idle, writeTimeout: idle))
+        if let tls, let reverse {
+            try pipeline.addHandler(NIOSSLServerHandler(context: tls))
+            try pipeline.addHandler(InterceptionWatcher(host: reverse.target.host, proxy: context))
+        }
+        try addHTTPHandlers(to: pipeline, context: context, impliedScheme: reverse?.target.scheme ?? "http",
+                            reverse: reverse)
     }
 
     static func addHTTPHandlers(to pipeline: ChannelPipeline.SynchronousOperations, context: ProxyContext,
-                                impliedScheme: String = "http", impliedAuthority: String? = nil) throws {
+                                impliedScheme: String = "http", impliedAuthority: String? = nil,
+                                reverse: ReverseRoute? = nil) throws {
         var limits = NIOHTTPDecoderLimitConfiguration()
         limits.maxHeaderListSize = context.limits.maxHeaderBytes
         limits.maxHeaderFieldSize = context.limits.maxHeaderBytes
@@ -40,6 +51,6 @@ enum ProxyPipeline {
         )
         try pipeline.addHandler(ProtocolErrorHandler(context: context))
         try pipeline.addHandler(ProxyRequestHandler(context: context, impliedScheme: impliedScheme,
-                                                    impliedAuthority: impliedAuthority))
+                                                    impliedAuthority: impliedAuthority, reverse: reverse))
     }
 }

@@ -35,7 +35,43 @@ public final class ProxyServer: Sendable {
             throw ProxyStartError(error.description)
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoops))
-        let bootstrap = ServerBootstrap(group: group)
+        let channel: any Channel
+        do {
+            channel = try await makeBootstrap(group: group)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try ProxyPipeline.configure(channel, context: context)
+                    }
+                }
+                .bind(host: configuration.host, port: configuration.port).get()
+        } catch {
+            await context.engine.shutdown()
+            try? await context.shutdownPools()
+            try? await group.shutdownGracefully()
+            throw ProxyStartError("hookproxy: cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        }
+        let port = channel.localAddress?.port ?? configuration.port
+        context.listeningPort.store(port, ordering: .relaxed)
+        let reverse: [ReverseListener]
+        do throws(ProxyStartError) {
+            reverse = try await ReverseListeners.bind(
+                configuration.reverseRoutes, certificatePath: configuration.reverseCertificatePath, context: context,
+                eventLoop: group.next(), bootstrap: { makeBootstrap(group: group) })
+        } catch {
+            try? await channel.close()
+            await context.engine.shutdown()
+            try? await context.shutdownPools()
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        return ProxyServer(context: context, group: group, serverChannel: channel, host: configuration.host, port: port,
+                           reverseListeners: reverse)
+    }
+
+    /// The bootstrap every listener shares (the proxy's own and the `--reverse` ones); the caller adds the child
+    /// channel initializer.
+    private static func makeBootstrap(group: MultiThreadedEventLoopGroup) -> ServerBootstrap {
+        ServerBootstrap(group: group)
             // Out of file descriptors, accept(2) fails at once, again and again: back off instead of spinning a core.
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -46,32 +82,20 @@ public final class ProxyServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 4)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try ProxyPipeline.configure(channel, context: context)
-                }
-            }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        } catch {
-            await context.engine.shutdown()
-            try? await context.shutdownPools()
-            try? await group.shutdownGracefully()
-            throw ProxyStartError("hookproxy: cannot listen on \(configuration.host):\(configuration.port): \(error)")
-        }
-        let port = channel.localAddress?.port ?? configuration.port
-        context.listeningPort.store(port, ordering: .relaxed)
-        return ProxyServer(context: context, group: group, serverChannel: channel, host: configuration.host, port: port)
     }
 
-    private init(context: ProxyContext, group: MultiThreadedEventLoopGroup, serverChannel: any Channel, host: String, port: Int) {
+    private init(context: ProxyContext, group: MultiThreadedEventLoopGroup, serverChannel: any Channel, host: String, port: Int,
+                 reverseListeners: [ReverseListener]) {
         self.context = context
         self.group = group
         self.serverChannel = serverChannel
         self.host = host
         self.port = port
+        self.reverseListeners = reverseListeners
     }
+
+    /// The `--reverse` listeners, bound, in the order of the configuration's routes.
+    public let reverseListeners: [ReverseListener]
 
     /// Upstream requests carried so far, and the connections they opened (the rest reused one).
     public var upstreamStatistics: UpstreamStatistics { context.engine.statistics }
@@ -91,6 +115,7 @@ public final class ProxyServer: Sendable {
     /// Stops accepting, waits up to the grace period for exchanges in flight, closes everything. Call once.
     public func shutdown() async {
         try? await serverChannel.close()
+        for listener in reverseListeners { try? await listener.channel.close() }
         let deadline = ContinuousClock.now + .milliseconds(context.limits.shutdownGraceMs)
         while context.connections.exchangesInFlight > 0 && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))

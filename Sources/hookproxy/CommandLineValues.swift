@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import ProxyModel
+import ProxyServer
 
 /// Parsing of flag values shared by the subcommands, with messages that say what is expected.
 enum CommandLineValues {
@@ -32,6 +33,16 @@ enum CommandLineValues {
             return try UTCInstant(parsing: text)
         } catch {
             throw ValidationError("\(flag): \(error)")
+        }
+    }
+
+    static func reverseRoutes(_ values: [String]) throws -> [ReverseRoute] {
+        try values.map { value in
+            do throws(ReverseRouteError) {
+                return try ReverseRoute(parsing: value)
+            } catch {
+                throw ValidationError(error.description)
+            }
         }
     }
 

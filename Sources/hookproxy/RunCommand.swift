@@ -26,6 +26,16 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Directory of the interception CA (default ~/.hookproxy).")
     var caDir: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Also listen on LISTEN as the server of URL would, and forward every request there to URL (scheme, host, port, path prefix) with Host rewritten; rules, hooks and logs apply as for proxied requests (repeatable). LISTEN is HOST:PORT, with TLS when URL is https; prefix it with http:// or https:// to choose, e.g. 127.0.0.1:9443=https://api.example.com or http://127.0.0.1:9000=https://api.example.com.",
+        valueName: "listen=url"))
+    var reverse: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp(
+        "PEM file that TLS --reverse listeners present instead of a leaf minted by the CA: the server certificate first, then any intermediates, and its unencrypted private key.",
+        valueName: "file"))
+    var reverseCert: String?
+
     @Option(name: .long, help: "Send all upstream traffic (CONNECT tunnels included) through this HTTP proxy; credentials in its userinfo answer its 407.")
     var upstreamProxy: String?
 
@@ -91,6 +101,10 @@ struct RunCommand: AsyncParsableCommand {
         if let proxyAuth, ProxyCredentials(proxyAuth) == nil {
             throw ValidationError("--proxy-auth must be USER:PASS")
         }
+        let routes = try CommandLineValues.reverseRoutes(reverse)
+        if reverseCert != nil && !routes.contains(where: \.tls) {
+            throw ValidationError("--reverse-cert is what TLS --reverse listeners present, and no --reverse listener speaks TLS (give an https URL or an https:// listen address)")
+        }
     }
 
     func run() async throws {
@@ -127,6 +141,8 @@ struct RunCommand: AsyncParsableCommand {
             logger: logger)
         configuration.interceptHosts = intercept.compactMap(HostGlob.init)
         if let caDir { configuration.caDirectory = caDir }
+        configuration.reverseRoutes = try CommandLineValues.reverseRoutes(reverse)
+        configuration.reverseCertificatePath = reverseCert
         let termination = SignalWaiter.install()
         let server: ProxyServer
         do {
@@ -136,6 +152,12 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         StandardStreams.output("hookproxy listening on \(server.url)")
+        for listener in server.reverseListeners {
+            StandardStreams.output(listener.startLine)
+            if !CommandLineValues.isLoopback(listener.host) {
+                StandardStreams.error("hookproxy: warning: reverse listener on \(listener.host) (no --proxy-auth there): anyone who can reach this address reaches \(listener.route.target)")
+            }
+        }
         if proxyAuth == nil && !CommandLineValues.isLoopback(host) {
             StandardStreams.error("hookproxy: warning: listening on \(host) without --proxy-auth: anyone who can reach this address can use it as an open proxy")
         }

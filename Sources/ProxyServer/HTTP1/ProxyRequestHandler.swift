@@ -33,6 +33,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// `https` when this connection is an intercepted TLS tunnel: origin-form requests then mean https.
     let impliedScheme: String
     let impliedAuthority: String?
+    /// Set on a connection to a `--reverse` listener: every request goes to this route's URL.
+    let reverse: ReverseRoute?
     private(set) var state: State = .idle
     private var context: ChannelHandlerContext!
     private var readPaused = false
@@ -43,10 +45,12 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Set once such a request has been read: nothing (not even the upstream draining the body) resumes reading.
     private var readsStopped = false
 
-    init(context: ProxyContext, impliedScheme: String = "http", impliedAuthority: String? = nil) {
+    init(context: ProxyContext, impliedScheme: String = "http", impliedAuthority: String? = nil,
+         reverse: ReverseRoute? = nil) {
         self.proxy = context
         self.impliedScheme = impliedScheme
         self.impliedAuthority = impliedAuthority
+        self.reverse = reverse
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -194,17 +198,28 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         if nioHead.method == .CONNECT {
+            if let reverse {
+                // A reverse listener stands where a server stands: it is no proxy, and opens no tunnel.
+                let message = "hookproxy: CONNECT is not served on a reverse listener (it forwards to \(reverse.target))"
+                state = .answeringLocally(.error(ProxyError(.badRequest, message)), keepAlive: false, events: modeEvents, request)
+                return
+            }
             state = .connectRequested(request)
             return
         }
-        switch RequestClassifier.classify(nioHead, impliedScheme: impliedScheme, impliedAuthority: impliedAuthority,
-                                          listening: proxy.listeningAddress, loopMarker: proxy.loopMarker) {
+        let kind = if let reverse {
+            RequestClassifier.classify(nioHead, reverse: reverse, loopMarker: proxy.loopMarker)
+        } else {
+            RequestClassifier.classify(nioHead, impliedScheme: impliedScheme, impliedAuthority: impliedAuthority,
+                                       listening: proxy.listeningAddress, loopMarker: proxy.loopMarker)
+        }
+        switch kind {
         case .loop:
             let message = "hookproxy: loop detected: the request came back to hookproxy itself (\(nioHead.uri.prefix(200)))"
             proxy.logger.warning("\(message)")
-            state = .answeringLocally(.error(ProxyError(.loopDetected, message)), keepAlive: false, events: [], request)
+            state = .answeringLocally(.error(ProxyError(.loopDetected, message)), keepAlive: false, events: modeEvents, request)
         case .invalid(let message):
-            state = .answeringLocally(.error(ProxyError(.badRequest, "hookproxy: bad request: \(message)")), keepAlive: false, events: [], request)
+            state = .answeringLocally(.error(ProxyError(.badRequest, "hookproxy: bad request: \(message)")), keepAlive: false, events: modeEvents, request)
         case .ownAddress(let path):
             state = .answeringLocally(OnboardingPage.response(for: path, ca: proxy.certificateAuthority), keepAlive: keepAlive, events: [], request)
         case .forward(let clientHead):
@@ -216,6 +231,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let rules = proxy.currentRules
         var plan = rules.plan(for: clientHead)
         if impliedAuthority != nil { plan.events.insert(HookEvent(hook: .intercept, action: "intercepted"), at: 0) }
+        plan.events.insert(contentsOf: modeEvents, at: 0)
         if let local = plan.localResponse {
             state = .answeringLocally(local, keepAlive: keepAlive, events: plan.events,
                                       request.with(clientHead: clientHead, plan: plan))
@@ -233,11 +249,17 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         exchange.start()
     }
 
+    /// The event that marks every exchange of a reverse listener in the logs (`reverse` on the console line).
+    private var modeEvents: [HookEvent] {
+        reverse == nil ? [] : [HookEvent(hook: .reverse, action: "reverse")]
+    }
+
     /// `--proxy-auth`: the client's CONNECT (or plain proxy request) must carry the credentials. Requests inside an
     /// intercepted tunnel are not asked again: the CONNECT that opened it was checked, and clients never send
-    /// Proxy-Authorization inside TLS.
+    /// Proxy-Authorization inside TLS. Nor are requests to a reverse listener: their clients do not know a proxy is
+    /// there, and the listener reaches only its route's URL, so it is no open proxy.
     private func checkProxyAuth(_ head: HTTPRequestHead) -> LocalResponse? {
-        guard impliedAuthority == nil, let credentials = proxy.configuration.proxyAuth else { return nil }
+        guard impliedAuthority == nil, reverse == nil, let credentials = proxy.configuration.proxyAuth else { return nil }
         if let header = head.headers.first(name: "proxy-authorization"), ProxyAuth.matches(header, credentials) {
             return nil
         }

@@ -41,6 +41,28 @@ enum RequestClassifier {
         return .forward(RequestHead(method: head.method.rawValue, url: url, version: HTTPVersionNumber(head.version), headers: headers))
     }
 
+    /// A request to a `--reverse` listener: its target's path and query (origin-form, or the path of an
+    /// absolute-form target, whose authority is ignored) joined to the route's URL, `Host` set to the route's
+    /// authority, hop-by-hop headers removed. Never hookproxy's own pages, never another host.
+    static func classify(_ head: HTTPRequestHead, reverse: ReverseRoute, loopMarker: String = "") -> Kind {
+        let uri = head.uri
+        if !loopMarker.isEmpty, head.headers["via"].contains(where: { $0.contains(loopMarker) }) { return .loop }
+        let path: String
+        let query: String?
+        if uri.hasPrefix("/") {
+            (path, query) = ProxyURL.splitTarget(Substring(uri))
+        } else if let absolute = ProxyURL(string: uri) {
+            (path, query) = (absolute.path, absolute.query)
+        } else {
+            return .invalid("request target must be a path or an absolute http(s) URL, got '\(uri.prefix(200))'")
+        }
+        let url = reverse.upstreamURL(path: path, query: query)
+        var headers = HeaderFields(head.headers)
+        HopByHop.strip(&headers)
+        headers.set("Host", url.authority)
+        return .forward(RequestHead(method: head.method.rawValue, url: url, version: HTTPVersionNumber(head.version), headers: headers))
+    }
+
     static func isOwnAddress(_ url: ProxyURL, listening: (host: String, port: Int)) -> Bool {
         guard url.scheme == "http", url.port == listening.port else { return false }
         var host = url.host.lowercased()
