@@ -18,6 +18,9 @@ enum ReverseCertificate {
             let reason = (error as NSError).localizedFailureReason ?? (error as NSError).localizedDescription
             throw ReverseCertificateError(path, "cannot read it: \(reason)")
         }
+        guard text.contains("-----BEGIN CERTIFICATE-----") else {
+            throw ReverseCertificateError(path, "it holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        }
         let chain: [NIOSSLCertificate]
         do {
             chain = try NIOSSLCertificate.fromPEMBytes(Array(text.utf8))
