@@ -1,0 +1,206 @@
+/// Appends compact JSON to one reusable byte buffer: the log writers' encoder (instead of Foundation's `JSONEncoder`,
+/// which costs tens of microseconds per record).
+///
+/// Values come out byte for byte as `JSONEncoder.logLine()` writes them (checked by JSONWriterTests):
+/// - strings: `"` `\` and the C0 controls escaped (`\b \t \n \f \r`, the others `\u00xx` in lowercase hex), `/`,
+///   DEL and every non-ASCII scalar written as they are (UTF-8);
+/// - doubles: Swift's shortest round-trip `description` without a trailing `.0` (`3`, `12.5`, `1e-05`, `1e+16`),
+///   which is what `JSONEncoder` writes. Not finite (JSONEncoder throws): `null`;
+/// - integers in decimal, `true`, `false`, `null`; no whitespace anywhere.
+///
+/// Object members come out in the order they are written. (`JSONEncoder` on Linux orders them by its dictionaries'
+/// per-instance hash seeds: an order that changes from object to object and run to run.)
+///
+/// The caller writes well-formed JSON: a `key` before each member value, `begin`/`end` paired. Not thread-safe;
+/// each log writer owns one and calls `reset()` before each record.
+struct JSONWriter {
+    /// The JSON written since the last `reset()`. Callers may append separators of their own (a newline).
+    var bytes: [UInt8] = []
+    /// Whether the next value or key follows another one at the same level (and needs a comma).
+    private var needsComma = false
+    /// `reset()` keeps the buffer's storage up to this size, so that one huge record does not pin its memory.
+    private let retainedCapacity: Int
+
+    init(capacity: Int = 64 * 1024, retainedCapacity: Int = 4 << 20) {
+        self.retainedCapacity = retainedCapacity
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// Empties the buffer for the next record.
+    mutating func reset() {
+        if bytes.capacity > retainedCapacity {
+            bytes = []
+            bytes.reserveCapacity(retainedCapacity)
+        } else {
+            bytes.removeAll(keepingCapacity: true)
+        }
+        needsComma = false
+    }
+
+    // MARK: structure
+
+    mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+
+    mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+
+    mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    /// The name of the next member of the open object.
+    mutating func key(_ name: String) {
+        separate()
+        appendQuoted(name)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    // MARK: values
+
+    mutating func string(_ value: String) {
+        separate()
+        appendQuoted(value)
+        needsComma = true
+    }
+
+    mutating func int(_ value: Int) {
+        separate()
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var rest = value.magnitude // (Int.min has no positive Int)
+        let start = bytes.count
+        repeat {
+            bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10))
+            rest /= 10
+        } while rest > 0
+        bytes[start...].reverse()
+        needsComma = true
+    }
+
+    mutating func double(_ value: Double) {
+        guard value.isFinite else { return null() }
+        separate()
+        var text = value.description
+        text.withUTF8 { utf8 in
+            let count = utf8.count
+            let whole = count >= 2 && utf8[count - 2] == UInt8(ascii: ".") && utf8[count - 1] == UInt8(ascii: "0")
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[..<(whole ? count - 2 : count)]))
+        }
+        needsComma = true
+    }
+
+    mutating func bool(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: value ? JSONWriter.trueBytes : JSONWriter.falseBytes)
+        needsComma = true
+    }
+
+    mutating func null() {
+        separate()
+        bytes.append(contentsOf: JSONWriter.nullBytes)
+        needsComma = true
+    }
+
+    // MARK: members
+
+    mutating func field(_ name: String, _ value: String) { key(name); string(value) }
+    mutating func field(_ name: String, _ value: Int) { key(name); int(value) }
+    mutating func field(_ name: String, _ value: Double) { key(name); double(value) }
+    mutating func field(_ name: String, _ value: Bool) { key(name); bool(value) }
+
+    /// A member that is `null` when `value` is nil (as `encode(_:forKey:)` of an optional).
+    mutating func field(_ name: String, _ value: String?) {
+        key(name)
+        if let value { string(value) } else { null() }
+    }
+
+    mutating func field(_ name: String, _ value: Int?) {
+        key(name)
+        if let value { int(value) } else { null() }
+    }
+
+    mutating func field(_ name: String, _ value: Double?) {
+        key(name)
+        if let value { double(value) } else { null() }
+    }
+
+    mutating func field(_ name: String, _ values: [String]) {
+        key(name)
+        beginArray()
+        for value in values { string(value) }
+        endArray()
+    }
+
+    /// A member whose value is an array, each element written by `element`.
+    mutating func field<S: Sequence>(_ name: String, array elements: S,
+                                     _ element: (inout JSONWriter, S.Element) -> Void) {
+        key(name)
+        beginArray()
+        for value in elements { element(&self, value) }
+        endArray()
+    }
+
+    // MARK: bytes
+
+    private static let trueBytes = Array("true".utf8)
+    private static let falseBytes = Array("false".utf8)
+    private static let nullBytes = Array("null".utf8)
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    private mutating func separate() {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    /// `"string"`, escaped; runs of bytes that need no escape are copied at once.
+    private mutating func appendQuoted(_ string: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { utf8 in
+            var runStart = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                if runStart < index {
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                }
+                appendEscape(byte)
+                runStart = index + 1
+            }
+            if runStart < utf8.count {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func appendEscape(_ byte: UInt8) {
+        bytes.append(UInt8(ascii: "\\"))
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
+        case 0x08: bytes.append(UInt8(ascii: "b"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0C: bytes.append(UInt8(ascii: "f"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        default:
+            bytes.append(UInt8(ascii: "u"))
+            bytes.append(UInt8(ascii: "0"))
+            bytes.append(UInt8(ascii: "0"))
+            bytes.append(JSONWriter.hexDigits[Int(byte >> 4)])
+            bytes.append(JSONWriter.hexDigits[Int(byte & 0xF)])
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+@testable import ProxyLog
+
+/// `JSONWriter`'s values against `JSONEncoder.logLine()`'s, byte for byte.
+@Suite struct JSONWriterTests {
+    static func encoded<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try JSONEncoder.logLine().encode(value), as: UTF8.self)
+    }
+
+    static func written(_ write: (inout JSONWriter) -> Void) -> String {
+        var json = JSONWriter()
+        write(&json)
+        return String(decoding: json.bytes, as: UTF8.self)
+    }
+
+    @Test func escapesEveryASCIICodePointAsJSONEncoder() throws {
+        for value in UInt8(0)...0x7F {
+            let string = String(UnicodeScalar(value))
+            let ours = Self.written { $0.string(string) }
+            #expect(ours == (try Self.encoded(string)), "U+\(String(value, radix: 16))")
+        }
+        let all = String(String.UnicodeScalarView((UInt8(0)...0x7F).map { UnicodeScalar($0) }))
+        let ours = Self.written { $0.string(all) }
+        #expect(ours == (try Self.encoded(all)))
+        #expect(ours == ##""\u0000\u0001\u0002\u0003\u0004\u0005\u0006\u0007\b\t\n\u000b\f\r\u000e\u000f\u0010\u0011\u0012\u0013\u0014\u0015\u0016\u0017\u0018\u0019\u001a\u001b\u001c\u001d\u001e\u001f !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~"## + "\u{7F}\"")
+    }
+
+    @Test func writesNonASCIIAsIs() throws {
+        let strings = ["é", "→", "😀", "\u{80}", "\u{85}", "\u{A0}", "\u{7FF}", "\u{800}", "\u{2028}", "\u{2029}",
+                       "\u{D7FF}", "\u{E000}", "\u{FEFF}", "\u{FFFD}", "\u{FFFF}", "\u{10000}", "\u{10FFFF}",
+                       "e\u{301}", "🏳️‍🌈", "日本語", "a\"é\\\u{1}😀/\n"]
+        for string in strings {
+            #expect(Self.written { $0.string(string) } == (try Self.encoded(string)))
+        }
+        #expect(Self.written { $0.string("é/😀") } == "\"é/😀\"")
+    }
+
+    @Test func doublesAsJSONEncoder() throws {
+        // the milliseconds the logs carry: microseconds / 1000, rounded by `ms`, and HAR's -1 and 0
+        var values: [Double] = (0...200_000).map { Double($0) / 1000 }
+        values += stride(from: 0, through: 100_000_000_000, by: 7_777_777).map { ms(Double($0) / 1000) }
+        values += (0..<2000).map { ms(Double($0) * 0.1 + 0.2) } + [-1, -0.0, 0]
+        // and Swift's description's corners: exponents, shortest round trip, extremes
+        values += [0.1, 0.2, 0.30000000000000004, 1e-05, 1e-07, 0.0001, 0.001, 1e15, 1e16, 1.5e16, 9007199254740992, 9007199254740994,
+                   123456789.123, 1e21, 1e22, 1e-300, .leastNonzeroMagnitude, .leastNormalMagnitude, .greatestFiniteMagnitude,
+                   -.greatestFiniteMagnitude, 100, 1234567.5, -12.5, .pi, 2.0 / 3]
+        var generator = VariedFlows.Generator(state: 1)
+        values += (0..<5000).compactMap { _ in
+            let value = Double(bitPattern: generator.next())
+            return value.isFinite ? value : nil
+        }
+        let ours = Self.written { json in
+            json.beginArray()
+            for value in values { json.double(value) }
+            json.endArray()
+        }
+        let theirs = try Self.encoded(values)
+        #expect(ours == theirs)
+        #expect(Self.written { $0.double(3) } == "3")
+        #expect(Self.written { $0.double(12.5) } == "12.5")
+        #expect(Self.written { $0.double(1e-05) } == "1e-05")
+        #expect(Self.written { $0.double(0.1 + 0.2) } == "0.30000000000000004")
+    }
+
+    /// JSONEncoder throws on them (and the record would not be written); the writer writes null.
+    @Test func nonFiniteDoublesAreNull() {
+        #expect(Self.written { json in
+            json.beginArray()
+            json.double(.nan)
+            json.double(.infinity)
+            json.double(-.infinity)
+            json.endArray()
+        } == "[null,null,null]")
+    }
+
+    @Test func integersBoolsNullAsJSONEncoder() throws {
+        let ints = [0, 1, -1, 9, 10, 99, 100, -100, 1234567890, Int(Int32.max), Int.max, Int.min, Int.min + 1]
+        let ours = Self.written { json in
+            json.beginArray()
+            for value in ints { json.int(value) }
+            json.endArray()
+        }
+        #expect(ours == (try Self.encoded(ints)))
+        #expect(Self.written { json in
+            json.beginArray()
+            json.bool(true)
+            json.bool(false)
+            json.null()
+            json.endArray()
+        } == (try Self.encoded([true, false, nil] as [Bool?])))
+    }
+
+    @Test func nestingAndCommas() {
+        let ours = Self.written { json in
+            json.beginObject()
+            json.key("a")
+            json.beginArray()
+            json.beginObject()
+            json.endObject()
+            json.beginArray()
+            json.endArray()
+            json.int(1)
+            json.endArray()
+            json.field("b", nil as String?)
+            json.field("c", ["x", "y"])
+            json.field("d", array: [1, 2]) { json, value in json.int(value) }
+            json.key("e")
+            json.beginObject()
+            json.field("f", true)
+            json.endObject()
+            json.endObject()
+        }
+        #expect(ours == #"{"a":[{},[],1],"b":null,"c":["x","y"],"d":[1,2],"e":{"f":true}}"#)
+    }
+
+    @Test func resetStartsOverAndDropsAHugeBuffer() {
+        var json = JSONWriter(capacity: 16, retainedCapacity: 1024)
+        json.int(1)
+        json.reset()
+        json.int(2)
+        #expect(json.bytes == Array("2".utf8)) // no comma carried over
+        json.string(String(repeating: "x", count: 10_000))
+        json.reset()
+        #expect(json.bytes.isEmpty)
+        #expect(json.bytes.capacity <= 2048)
+    }
+}
