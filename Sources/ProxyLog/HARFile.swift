@@ -26,7 +26,8 @@ final class HARFile: LogSink {
     private var hasEntries: Bool
     private var needsTruncate = false
     private var reportedError = false
-    private let encoder = JSONEncoder.logLine()
+    /// The line being written: `,`? entry `\n` trailer. One buffer for the file's life (see `JSONWriter.reset`).
+    private var json = JSONWriter()
     private let warn: @Sendable (String) -> Void
 
     init(file: LogFile, creatorVersion: String, warn: @escaping @Sendable (String) -> Void = AsyncRecorder.stderr)
@@ -35,8 +36,10 @@ final class HARFile: LogSink {
         self.warn = warn
         let existing = try file.readAll()
         if existing.isEmpty {
-            let creator = String(decoding: try! JSONEncoder.logLine().encode(creatorVersion), as: UTF8.self)
-            let header = HARFile.headerStart + Array(#""version":\#(creator)},"entries":["#.utf8) + [UInt8(ascii: "\n")]
+            var creator = JSONWriter(capacity: 0)
+            creator.string(creatorVersion)
+            let header = HARFile.headerStart + Array(#""version":"#.utf8) + creator.bytes
+                + Array(#"},"entries":["#.utf8) + [UInt8(ascii: "\n")]
             try file.write(header + HARFile.trailer, at: 0)
             trailerOffset = header.count
             hasEntries = false
@@ -88,9 +91,11 @@ final class HARFile: LogSink {
     }
 
     func write(_ flow: FlowRecord) {
+        json.reset()
+        if hasEntries { json.bytes.append(UInt8(ascii: ",")) }
+        HAREntry(flow).write(into: &json)
         do {
-            let json = try encoder.encode(HAREntry(flow))
-            try append(Array(json))
+            try appendLine()
         } catch {
             if !reportedError {
                 reportedError = true
@@ -101,13 +106,21 @@ final class HARFile: LogSink {
 
     /// Writes one encoded entry and the trailer after it in one system call.
     func append(_ entry: [UInt8]) throws(LogFileError) {
-        var line = hasEntries ? [UInt8(ascii: ",")] : []
-        line += entry
-        line.append(UInt8(ascii: "\n"))
+        json.reset()
+        if hasEntries { json.bytes.append(UInt8(ascii: ",")) }
+        json.bytes += entry
+        try appendLine()
+    }
+
+    /// Writes the entry in `json` (after its comma, if any), a newline and the trailer in one system call.
+    private func appendLine() throws(LogFileError) {
+        json.bytes.append(UInt8(ascii: "\n"))
+        let lineCount = json.bytes.count
+        json.bytes += HARFile.trailer
         do {
-            try file.write(line + HARFile.trailer, at: trailerOffset)
+            try file.write(json.bytes, at: trailerOffset)
             if needsTruncate {
-                try file.truncate(to: trailerOffset + line.count + HARFile.trailer.count)
+                try file.truncate(to: trailerOffset + json.bytes.count)
                 needsTruncate = false
             }
         } catch {
@@ -117,7 +130,7 @@ final class HARFile: LogSink {
             try? file.truncate(to: trailerOffset + HARFile.trailer.count)
             throw error
         }
-        trailerOffset += line.count
+        trailerOffset += lineCount
         hasEntries = true
         entryCount += 1
     }

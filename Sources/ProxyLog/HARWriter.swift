@@ -1,4 +1,3 @@
-import Foundation
 import ProxyModel
 
 /// `--har FILE`: HAR 1.2 (no pages; creator `hookproxy`), one entry per upstream exchange (each hop of a followed
@@ -39,7 +38,8 @@ public final class HARWriter: FlowRecorder, @unchecked Sendable {
 
     /// The JSON of the entry written for an already redacted record.
     public static func entryJSON(for flow: FlowRecord) -> String {
-        let data = (try? JSONEncoder.logLine().encode(HAREntry(flow))) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        var json = JSONWriter(capacity: 0)
+        HAREntry(flow).write(into: &json)
+        return String(decoding: json.bytes, as: UTF8.self)
     }
 }

@@ -113,7 +113,8 @@ struct JSONLRecord: Encodable {
 func ms(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
 
 extension JSONEncoder {
-    /// The encoder of the log files: compact, one line, `/` unescaped.
+    /// The encoder the log files were written with before `JSONWriter`: compact, one line, `/` unescaped. The
+    /// reference the tests and the fuzz-logs target hold `JSONWriter`'s output to; the writers do not use it.
     static func logLine() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes]

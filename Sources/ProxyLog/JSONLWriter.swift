@@ -1,12 +1,11 @@
-import Foundation
 import ProxyModel
 
 /// `--jsonl FILE`: one JSON object per exchange (per hop), one line each, appended to FILE.
 ///
 /// The initializer opens FILE (created 0600 when missing, appended to when it exists) under an exclusive lock and
 /// throws `LogFileError` when that fails. `record` only queues (never blocks the caller); one background thread
-/// redacts, encodes and writes each line with a single `write(2)` (so a reader sees whole lines), and fsyncs at most
-/// every 200 ms. `close()` drains the queue, syncs and releases the lock.
+/// redacts, encodes (`JSONWriter`, one reused buffer) and writes each line with a single `write(2)` (so a reader sees
+/// whole lines), and fsyncs at most every 200 ms. `close()` drains the queue, syncs and releases the lock.
 public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
     public let path: String
     private let queue: AsyncRecorder
@@ -31,24 +30,26 @@ public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
 
     /// The line (without newline) written for an already redacted record.
     public static func line(for flow: FlowRecord) -> String {
-        let data = (try? JSONEncoder.logLine().encode(JSONLRecord(flow))) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        var json = JSONWriter(capacity: 0)
+        JSONLRecord(flow).write(into: &json)
+        return String(decoding: json.bytes, as: UTF8.self)
     }
 }
 
 /// Writes JSONL lines; runs on the writer's thread only.
 final class JSONLSink: LogSink {
     let file: LogFile
-    private let encoder = JSONEncoder.logLine()
+    private var json = JSONWriter()
     private var reportedError = false
 
     init(file: LogFile) { self.file = file }
 
     func write(_ flow: FlowRecord) {
+        json.reset()
+        JSONLRecord(flow).write(into: &json)
+        json.bytes.append(UInt8(ascii: "\n"))
         do {
-            var bytes = Array(try encoder.encode(JSONLRecord(flow)))
-            bytes.append(UInt8(ascii: "\n"))
-            try file.write(bytes)
+            try file.write(json.bytes)
         } catch {
             if !reportedError {
                 reportedError = true

@@ -86,4 +86,13 @@ import Testing
             #expect(entry.keys == expected)
         }
     }
+
+    /// The HAR header's creator version is a JSON string however it is spelled.
+    @Test func harHeaderEscapesTheCreatorVersion() throws {
+        let path = TestFiles.directory().appendingPathComponent("v.har").path
+        let writer = try HARWriter(path: path, creatorVersion: "1.0 \"beta\"/\\\u{1}é")
+        writer.close()
+        let log = try #require(try TestFiles.json(path)["log"] as? [String: Any])
+        #expect((log["creator"] as? [String: String])?["version"] == "1.0 \"beta\"/\\\u{1}é")
+    }
 }
