@@ -1,7 +1,8 @@
 // The log encoders: a FlowRecord built from the fuzz input goes through what the writers do with it —
 // `Redactor.redact` (as AsyncRecorder does before any sink), the HAR entry, the JSONL line and the console
 // lines — and every JSON output must parse back with JSONSerialization as one object (the JSONL line without a
-// raw newline). An encoding failure, which the writers would turn into `{}`, is a failure too.
+// raw newline). The writers encode with JSONWriter, which cannot fail; the Encodable conformances it is held to
+// (LogJSONMatchesEncoderTests) must encode with JSONEncoder.logLine() too.
 //
 // Input: directive lines up to the first empty line, then the request body, a `\n--\n` separator and the response
 // body (bodies are raw bytes). Directives (one per line; unknown lines are ignored):
@@ -64,7 +65,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let built = build(Array(UnsafeBufferPointer(start: data, count: size)))
     let flow = built.redactor.redact(built.flow)
 
-    // what HARFile and JSONLSink encode (they log the error and write nothing when this throws)
+    // the reference encoding JSONWriter's output is compared with in LogJSONMatchesEncoderTests
     let encoder = JSONEncoder.logLine()
     do { _ = try encoder.encode(HAREntry(flow)) } catch { fuzzFail("HAR entry does not encode: \(error)") }
     do { _ = try encoder.encode(JSONLRecord(flow)) } catch { fuzzFail("JSONL record does not encode: \(error)") }
