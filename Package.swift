@@ -63,6 +63,13 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // `hookproxy replay`: HAR entries back to requests, and a client that sends them to a hookproxy listener.
+        .target(name: "ProxyReplay", dependencies: [
+            "ProxyModel",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
         // Fixtures (origins, CA, temporary directories) know nothing of the proxy: a leaf beside the product.
         .target(name: "ProxyTestSupport", dependencies: [
             "ProxyModel",
@@ -75,7 +82,7 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .executableTarget(name: "hookproxy", dependencies: [
-            "ProxyModel", "ProxyRules", "ProxyServer", "ProxyUpstream", "ProxyLog",
+            "ProxyModel", "ProxyRules", "ProxyServer", "ProxyUpstream", "ProxyLog", "ProxyReplay",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -92,6 +99,7 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
+        .testTarget(name: "ProxyReplayTests", dependencies: ["ProxyReplay", "ProxyModel", "ProxyTestSupport"]),
         .testTarget(name: "DockerfileTests", dependencies: ["ProxyTestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: [
             "ProxyServer", "ProxyModel", "ProxyRules", "ProxyTestSupport",
