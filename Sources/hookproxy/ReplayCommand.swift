@@ -5,6 +5,7 @@ import ProxyModel
 import ProxyReplay
 import ProxyRules
 import ProxyServer
+import ProxyUpstream
 
 /// `hookproxy replay FILE.har`: sends the recorded requests again through the rules and upstream, and reports
 /// which answers changed.
@@ -32,19 +33,19 @@ struct ReplayCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("HAR file to replay (HAR 1.2, e.g. written by `hookproxy run --har`).", valueName: "file.har"))
     var file: String
 
-    @Option(name: .long, help: "Rule file or directory (repeatable). Default: ./rules when it exists.")
+    @Option(name: .long, help: ArgumentHelp("Rule file or directory (repeatable). Default: ./rules when it exists.", valueName: "path"))
     var rules: [String] = []
 
     @Option(name: .long, help: ArgumentHelp("Replay only the entries whose URL matches this glob (* also crosses /, ? is one character), e.g. '*/api/*'.", valueName: "glob"))
     var only: String?
 
-    @Option(name: .long, help: "Requests in flight at once (the output stays in HAR order).")
+    @Option(name: .long, help: ArgumentHelp("Requests in flight at once (the output stays in HAR order).", valueName: "n"))
     var concurrency: Int = 1
 
     @Option(name: .long, help: ArgumentHelp("Write the replayed exchanges to this HAR file, as `run --har` does.", valueName: "out"))
     var har: String?
 
-    @Option(name: .long, help: "The longest one request may take, to the end of its response (seconds or 500ms).")
+    @Option(name: .long, help: ArgumentHelp("An upstream silent this long gets the proxy's 504, and no request takes more than this plus 5s (seconds or 500ms).", valueName: "time"))
     var timeout: String = "60s"
 
     func validate() throws {
@@ -72,9 +73,11 @@ struct ReplayCommand: AsyncParsableCommand {
             entries = entries.filter { glob.matches($0.url) }
             if entries.isEmpty { StandardStreams.error("hookproxy: no request in \(file) matches --only '\(only)'") }
         }
-        let server = try await startProxy()
         let milliseconds = try CommandLineValues.milliseconds(timeout, flag: "--timeout")
-        let client = ReplayClient(host: server.host, port: server.port, timeout: .milliseconds(milliseconds))
+        let server = try await startProxy(timeoutMs: milliseconds)
+        // The proxy's own 504 (which names the host) comes first; the client's deadline only ends a response that
+        // keeps streaming.
+        let client = ReplayClient(host: server.host, port: server.port, timeout: .milliseconds(milliseconds + 5000))
         var report = ReplayReport()
         let results = await Replayer.run(entries, client: client, concurrency: concurrency) { result in
             StandardStreams.output(report.add(result))
@@ -90,7 +93,7 @@ struct ReplayCommand: AsyncParsableCommand {
     }
 
     /// The in-process proxy the requests go through: the rules, `--har OUT`, nothing on the console.
-    private func startProxy() async throws -> ProxyServer {
+    private func startProxy(timeoutMs: Int) async throws -> ProxyServer {
         var recorder: (any FlowRecorder)?
         do {
             if let har { recorder = try HARWriter(path: har, creatorVersion: HookproxyVersion.current) }
@@ -98,9 +101,10 @@ struct ReplayCommand: AsyncParsableCommand {
             StandardStreams.error("\(error)")
             throw ExitCode(1)
         }
+        let upstream = UpstreamSettings(connectTimeoutMs: min(10_000, timeoutMs), idleTimeoutMs: timeoutMs)
         var configuration = ProxyConfiguration(
-            host: "127.0.0.1", port: 0, rules: try loadRules(), recorder: recorder, captureBodies: har != nil,
-            logger: CommandLineValues.makeLogger(quiet: true, verbose: false))
+            host: "127.0.0.1", port: 0, upstream: upstream, rules: try loadRules(), recorder: recorder,
+            captureBodies: har != nil, logger: CommandLineValues.makeLogger(quiet: true, verbose: false))
         configuration.eventLoops = max(1, min(ProcessInfo.processInfo.activeProcessorCount, concurrency))
         do {
             return try await ProxyServer.start(configuration)

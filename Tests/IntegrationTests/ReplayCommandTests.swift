@@ -126,6 +126,20 @@ struct ReplayCommandTests {
         #expect(run.summary == "1 request, 1 status change, 1 failure")
     }
 
+    @Test("an upstream that never answers: --timeout 1s gives the proxy's 504, a failure")
+    func silentUpstream() async throws {
+        let directory = try TemporaryDirectory()
+        try await withOrigin { origin in
+            let url = "\(origin.baseURL)/hang"
+            let path = try directory.write(Replay.har([("GET", url, 200, 1, nil)]), to: "hang.har")
+            let run = try await Replay.run([path, "--timeout", "1s"], in: directory, timeout: .seconds(30))
+            #expect(run.status == 1, "stdout: \(run.lines) stderr: \(run.stderr)")
+            let line = try #require(run.requestLines.first, "\(run.lines)")
+            #expect(line.hasPrefix("200        1 B → 504 "), "\(line)")
+            #expect(line.contains("GET \(url)  status changed, failed: hookproxy: timeout waiting for 127.0.0.1:\(origin.port)"), "\(line)")
+        }
+    }
+
     @Test("https entries go through the rules too: a trust rule decides the upstream TLS, the POST body arrives")
     func https() async throws {
         let directory = try TemporaryDirectory()
