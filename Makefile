@@ -10,7 +10,7 @@ ARGS ?=
 PYVENV := .build/pyvenv
 PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0
 
-.PHONY: deps pydeps build run test check bench soak docker-lint clean fuzz
+.PHONY: deps pydeps build run test check bench callgrind soak docker-lint clean fuzz
 
 # Installs the system libraries hookproxy links (and the tools its tests use) when missing.
 deps:
@@ -58,6 +58,8 @@ docker-lint:
 
 bench: deps
 	bash bench/run.sh
+callgrind: deps
+	bash bench/callgrind.sh
 
 # 10 minutes of mixed load through one hookproxy (SOAK_SECONDS to change it); fails on RSS growth or an fd leak.
 soak: deps
