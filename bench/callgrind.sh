@@ -149,11 +149,12 @@ wait_log() {
   for i in $(seq 1 60); do size=$(stat -c %s "$LOGFILE"); [ "$size" = "$last" ] && break; last=$size; sleep 1; done
 }
 # The dump's event count (all threads since the last zero; "Collected" at exit). Its totals: line, the sum of the cost
-# lines, is written last, so a dump is complete when it is there. (After a zero the two differ by ~0.2 %.)
+# lines, is written last, so a dump is complete when it is there. (After a zero the two differ, by ≤ 0.2 %.)
 total_ir() { awk '/^summary:/ { s = $2 } /^totals:/ { t = $2 } END { if (t != "") print s }' "$1"; }
-# The costliest functions of a dump, self and inclusive, in Ir per request, to OUT-PREFIX-{self,incl}.txt (40 each).
-# (Inclusive: recursion levels, NAME'2, are left out.) A call that was under way when the counters were zeroed shows as `calls=0` in the dump, and callgrind_annotate
-# 3.19 then books the whole call as the caller's self cost (clone, start_thread at 100 %); it reads a copy with 1.
+# The costliest functions of a dump, self and inclusive, in Ir per request, to OUT-PREFIX-{self,incl}.txt (40 each;
+# inclusive leaves out recursion levels, NAME'2, counted twice). A call under way when the counters were zeroed shows
+# as `calls=0` in the dump, and callgrind_annotate 3.19 then books the whole call as the caller's self cost (clone,
+# start_thread at 100 %): it reads a copy with `calls=1`.
 annotate_top() { # DUMP REQUESTS OUT-PREFIX
   local f=$1 n=$2 out=$3 mode
   sed 's/^calls=0 /calls=1 /' "$f" >"$f.annotate"
@@ -214,10 +215,13 @@ for run in $(seq 1 "$REPEAT"); do
       *) echo "unknown case $c" >&2; exit 2 ;;
     esac
     HP=$(free_port)
-    (cd "$T" && LD_PRELOAD="$T/sigsuspend-copy.so" exec valgrind --tool=callgrind --callgrind-out-file="$T/cg/$c-$run.startup" \
-        "$T/hookproxy" run --listen "127.0.0.1:$HP" --quiet "${args[@]}") >"$T/hookproxy-$c-$run.log" 2>&1 &
+    (cd "$T" && LD_PRELOAD="$T/sigsuspend-copy.so" exec valgrind --tool=callgrind \
+        --callgrind-out-file="$T/cg/$c-$run.startup" "$T/hookproxy" run --listen "127.0.0.1:$HP" --quiet "${args[@]}") >"$T/hookproxy-$c-$run.log" 2>&1 &
     HPID=$!; PIDS+=("$HPID")
-    for _ in $(seq 1 240); do kill -0 "$HPID" 2>/dev/null || break; curl -sf -o /dev/null --max-time 20 -x "http://127.0.0.1:$HP" "http://127.0.0.1:$NP/1k.bin" && break; sleep 0.5; done
+    for _ in $(seq 1 240); do
+      kill -0 "$HPID" 2>/dev/null || break
+      curl -sf -o /dev/null --max-time 20 -x "http://127.0.0.1:$HP" "http://127.0.0.1:$NP/1k.bin" && break; sleep 0.5
+    done
     curl -sf -o /dev/null --max-time 20 -x "http://127.0.0.1:$HP" "http://127.0.0.1:$NP/1k.bin" \
       || { tail -20 "$T/hookproxy-$c-$run.log" >&2; echo "hookproxy did not start under valgrind ($c)" >&2; exit 1; }
     SERVED_SO_FAR=2   # the two probes above
