@@ -46,6 +46,9 @@ public struct FlowPlan: Sendable {
     /// Answer locally and stop (`respond` / `redirect_client`), already with response edits applied.
     public var localResponse: LocalResponse?
     public var delayMs: Int
+    /// The matching rules' `throttle`, per field from the first rule that sets it; nil when none sets one. The
+    /// server fills the fields no rule sets from `--throttle` (`Throttle.filling(from:)`).
+    public var throttle: Throttle?
     public var requestEdits: [HeaderEdit]
     public var requestBodyTransform: (any BodyTransforming)?
     public var responseEdits: [HeaderEdit]

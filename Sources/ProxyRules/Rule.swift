@@ -19,6 +19,7 @@ struct Rule: Sendable {
     var responseEdit: HeaderEdit?
     var responseBody: BodyTransformStep?
     var delayMs: Int?
+    var throttle: Throttle?
     var onRedirect: RedirectPolicy?
     var onChallenge: ChallengePolicy?
     var trust: TrustPolicy?

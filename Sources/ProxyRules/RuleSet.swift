@@ -44,7 +44,8 @@ public final class RuleSet: Sendable {
     /// Decisions (where the answer comes from — `map_remote`, `respond` or `redirect_client`, which the first
     /// matching rule setting any of them decides —, `on_redirect`, `on_challenge`, `trust`) come from the first
     /// matching rule that sets them; header edits, body transforms and delays of every matching rule apply in
-    /// file order. A local answer comes back in `localResponse` with the response edits already applied.
+    /// file order. `throttle` is decided per field (`down_kbps`, `up_kbps`, `latency_ms`) by the first matching rule
+    /// that sets the field. A local answer comes back in `localResponse` with the response edits already applied.
     public func plan(for request: RequestHead) -> FlowPlan {
         var plan = FlowPlan(upstreamURL: request.url)
         var targetDecided = false
@@ -81,6 +82,7 @@ public final class RuleSet: Sendable {
             if let edit = rule.responseEdit { plan.responseEdits.append(edit) }
             if let step = rule.responseBody { responseSteps.append(step) }
             if let delay = rule.delayMs { plan.delayMs = min(plan.delayMs + delay, 600_000) }
+            if let throttle = rule.throttle { plan.throttle = plan.throttle?.filling(from: throttle) ?? throttle }
             if plan.onRedirect == nil { plan.onRedirect = rule.onRedirect }
             if plan.onChallenge == nil { plan.onChallenge = rule.onChallenge }
             if plan.trust == nil { plan.trust = rule.trust }

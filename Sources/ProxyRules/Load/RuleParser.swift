@@ -9,7 +9,7 @@ struct RuleParser {
 
     static let topKeys = ["rules"]
     static let ruleKeys = ["name", "match", "map_remote", "respond", "redirect_client", "request", "response",
-                           "delay_ms", "on_redirect", "on_challenge", "trust", "intercept"]
+                           "delay_ms", "throttle", "on_redirect", "on_challenge", "trust", "intercept"]
     static let matchKeys = ["host", "scheme", "port", "method", "path", "path_regex", "query", "header"]
     static let requestKeys = ["set_headers", "remove_headers", "body"]
     static let responseKeys = ["status", "set_headers", "remove_headers", "body"]
@@ -19,6 +19,7 @@ struct RuleParser {
     static let respondKeys = ["status", "headers", "body", "body_file"]
     static let redirectClientKeys = ["status", "location"]
     static let mapRemoteKeys = ["to"]
+    static let throttleKeys = ["down_kbps", "up_kbps", "latency_ms"]
 
     struct Parsed {
         var rule: Rule
@@ -90,6 +91,7 @@ struct RuleParser {
         if let node = map["delay_ms"] {
             rule.delayMs = ctx.int(node, "delay_ms", range: 0...600_000)
         }
+        if let node = map["throttle"] { rule.throttle = parseThrottle(node) }
         if let node = map["on_redirect"] { rule.onRedirect = HookParser(ctx: ctx).onRedirect(node, rule: name) }
         if let node = map["on_challenge"] { rule.onChallenge = HookParser(ctx: ctx).onChallenge(node, rule: name) }
         if let node = map["trust"] { rule.trust = HookParser(ctx: ctx).trust(node, rule: name) }
