@@ -72,6 +72,8 @@ public struct ProxyConfiguration: Sendable {
     /// `--reverse-cert FILE`: what TLS reverse listeners present instead of a leaf minted by the CA
     /// (see `ReverseCertificate` for what the file holds).
     public var reverseCertificatePath: String?
+    /// `--throttle`: the slow network every upstream exchange goes through; a rule's `throttle` wins per field.
+    public var throttle: Throttle?
 
     public static var defaultCADirectory: String {
         ((ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) as NSString).appendingPathComponent(".hookproxy")

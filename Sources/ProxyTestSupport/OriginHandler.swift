@@ -163,6 +163,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
             let slice = PatternBuffer.slice(at: current.position, limit: current.end - current.position)
             current.position += Int64(slice.readableBytes)
             stream = current
+            configuration.recorder.state.withLock { [count = slice.readableBytes] in $0.bytesStreamed += count }
             context.write(wrapOutboundOut(.body(.byteBuffer(slice))), promise: nil)
             if !current.chunked || current.position == current.end || !context.channel.isWritable {
                 context.flush()

@@ -57,6 +57,8 @@ final class OriginRecorder: Sendable {
         var connections: [ConnectionRecord] = []
         var digestNonces: Set<String> = []
         var digestSuccesses = 0
+        /// Body bytes of `/bytes`, `/chunked` and `/close-mid-body` handed to the socket so far, all requests.
+        var bytesStreamed = 0
         var openChannels: [Int: any ChannelCloser] = [:]
         /// `/held?key=K` responses waiting for `release(K)`, and the keys already released.
         var held: [String: [@Sendable () -> Void]] = [:]

@@ -148,6 +148,9 @@ public final class TestOrigin: Sendable {
     public func release(_ key: String) { recorder.release(key) }
     /// How many Digest answers verified.
     public var digestSuccesses: Int { recorder.state.withLock { $0.digestSuccesses } }
+    /// Body bytes the streaming routes (`/bytes`, `/chunked`, `/close-mid-body`) have written so far: how far the
+    /// origin got ahead of a slow reader (it writes only while its socket takes more).
+    public var bytesStreamed: Int { recorder.state.withLock { $0.bytesStreamed } }
 }
 
 /// Closes one accepted channel from any thread.

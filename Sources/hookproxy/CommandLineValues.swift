@@ -36,6 +36,14 @@ enum CommandLineValues {
         }
     }
 
+    static func throttle(_ text: String) throws -> Throttle {
+        do throws(Throttle.ParseError) {
+            return try Throttle(parsing: text)
+        } catch {
+            throw ValidationError("--throttle: \(error)")
+        }
+    }
+
     static func reverseRoutes(_ values: [String]) throws -> [ReverseRoute] {
         try values.map { value in
             do throws(ReverseRouteError) {

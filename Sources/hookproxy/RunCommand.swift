@@ -81,6 +81,11 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Check upstream certificate dates at this UTC instant instead of now, e.g. 2031-01-01T00:00:00Z (a trust rule's verify_time wins).", valueName: "time"))
     var verifyTime: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Imitate a slow network on every upstream exchange: a preset (3g, slow-3g, edge) or down=KBPS,up=KBPS,latency=MS (any of them; 1 kbps = 1000 bit/s; 0 kbps = unlimited). Bandwidth is shaped on the response and request body streams, latency holds each request before it goes upstream. A rule's throttle wins per field.",
+        valueName: "preset|spec"))
+    var throttle: String?
+
     func validate() throws {
         if quiet && verbose { throw ValidationError("--quiet and --verbose exclude each other") }
         _ = try CommandLineValues.listenAddress(listen)
@@ -91,6 +96,7 @@ struct RunCommand: AsyncParsableCommand {
         _ = try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout")
         _ = try CommandLineValues.milliseconds(headerTimeout, flag: "--header-timeout")
         if let verifyTime { _ = try CommandLineValues.instant(verifyTime, flag: "--verify-time") }
+        if let throttle { _ = try CommandLineValues.throttle(throttle) }
         for glob in intercept where HostGlob(glob) == nil {
             throw ValidationError("--intercept takes a host glob such as '*.example.com', got '\(glob)'")
         }
@@ -143,6 +149,7 @@ struct RunCommand: AsyncParsableCommand {
         if let caDir { configuration.caDirectory = caDir }
         configuration.reverseRoutes = try CommandLineValues.reverseRoutes(reverse)
         configuration.reverseCertificatePath = reverseCert
+        configuration.throttle = try throttle.map(CommandLineValues.throttle)
         let termination = SignalWaiter.install()
         let server: ProxyServer
         do {

@@ -41,6 +41,20 @@ final class Exchange {
     private var outcome: UpstreamOutcome?
     private var transformedRequest: ByteBuffer?
 
+    // throttling (nil pacers: that direction is not limited)
+    /// The rules' `throttle`, per field, then `--throttle`; nil when it limits nothing.
+    private let throttle: Throttle?
+    private let downPacer: Pacer?
+    private let upPacer: Pacer?
+    /// The rest of a response body chunk that `downPacer` split: it goes to the client before any other event.
+    private var heldResponseBody: ByteBuffer?
+    /// Request body chunks waiting for `upPacer`, and whether the request's end waits behind them.
+    private var pacedRequest = CircularBuffer<ByteBuffer>()
+    private var requestEndPaced = false
+    /// Client reading is paused by the up pacer / by the bridge's full backlog: either one keeps it paused.
+    private var readPausedForPacing = false
+    private var readPausedByBridge = false
+
     // for the log
     private var requestBodySize = 0
     private var requestCapture: CapturedBody?
@@ -79,6 +93,28 @@ final class Exchange {
             requestCapture = CapturedBody()
             responseCapture = CapturedBody()
         }
+        let global = proxy.configuration.throttle
+        let throttle = plan.throttle.map { $0.filling(from: global) } ?? global
+        if let throttle, throttle.isActive {
+            self.throttle = throttle
+            downPacer = throttle.downBytesPerSecond.map { Pacer(bytesPerSecond: $0, eventLoop: eventLoop) }
+            upPacer = throttle.upBytesPerSecond.map { Pacer(bytesPerSecond: $0, eventLoop: eventLoop) }
+            hopEvents.append(throttleEvent(throttle, global: global))
+        } else {
+            self.throttle = nil
+            downPacer = nil
+            upPacer = nil
+        }
+    }
+
+    /// `throttled down 1000 kbps up 500 kbps latency 100 ms`, with where it came from.
+    private func throttleEvent(_ throttle: Throttle, global: Throttle?) -> HookEvent {
+        let source = switch (plan.throttle, global) {
+        case (nil, _): "--throttle"
+        case (let rules?, let global?) where rules.filling(from: nil) != rules.filling(from: global): "rules, then --throttle"
+        default: "rules"
+        }
+        return HookEvent(hook: .throttle, action: throttle.description, detail: source)
     }
 
     private var clientHead: RequestHead { request.clientHead! }
@@ -120,6 +156,7 @@ final class Exchange {
     func clientClosed() {
         let actions = machine.clientClosed()
         handler = nil
+        stopPacing()
         perform(actions)
     }
 
@@ -129,13 +166,37 @@ final class Exchange {
     }
 
     /// Handles what curl produced while the client keeps up; resumes curl once the backlog is small.
+    ///
+    /// Throttled (`downPacer`), it takes no more body bytes than the pacer allows: a chunk is split at the limit and
+    /// its rest held for the pacer's wake-up, and meanwhile the bridge is not drained, so its high-water mark pauses
+    /// curl. Once the client is gone nothing is paced (the bytes are only discarded).
     func drainResponse() {
         guard let bridge, machine.wantsUpstreamEvents else { return }
         var wrote = false
         while true {
-            let (event, resumeCurl) = bridge.nextEvent(clientWritable: handler?.isWritable ?? true)
-            if resumeCurl { transfer?.resume() }
-            guard let event else { break }
+            let writable = handler?.isWritable ?? true
+            let pacer = machine.clientConnected ? downPacer : nil
+            var event: TransferBridge.Event
+            if let held = heldResponseBody {
+                guard writable || pacer == nil else { break }
+                heldResponseBody = nil
+                event = .body(held)
+            } else {
+                if pacer?.isWaiting == true { break }
+                let (next, resumeCurl) = bridge.nextEvent(clientWritable: writable)
+                if resumeCurl { transfer?.resume() }
+                guard let next else { break }
+                event = next
+            }
+            if let pacer, case .body(var buffer) = event {
+                let allowed = pacer.allow(buffer.readableBytes) { [weak self] in self?.drainResponse() }
+                if allowed < buffer.readableBytes {
+                    let part = buffer.readSlice(length: allowed)!
+                    heldResponseBody = buffer
+                    guard allowed > 0 else { break }
+                    event = .body(part)
+                }
+            }
             wrote = true
             switch event {
             case .head(let head): receive(head)
@@ -182,7 +243,7 @@ final class Exchange {
         case .pushRequestBody(let buffer):
             push(buffer)
         case .endRequestBody:
-            if let bridge, bridge.endRequest() { transfer?.resume() }
+            endRequestBody()
         case .transformRequestBody(let kept):
             transform(request: kept)
         case .cancelTransfer:
@@ -260,17 +321,22 @@ final class Exchange {
         let bridge = TransferBridge(
             eventLoop: eventLoop, retainRequest: answersChallenge || proxyMayAsk, retainLimit: proxy.limits.bodyLimit,
             onEvents: { exchange.value.exchange?.drainResponse() },
-            onRequestRoom: { exchange.value.exchange?.handler?.resumeReading() })
+            onRequestRoom: { exchange.value.exchange?.requestRoom() })
         self.bridge = bridge
+        heldResponseBody = nil
+        pacedRequest.removeAll()
+        requestEndPaced = false
         if let prefill {
-            for chunk in prefill { _ = bridge.pushRequest(chunk) }
-            _ = bridge.endRequest()
+            for chunk in prefill { push(chunk) }
+            endRequestBody()
         }
         let upstream = UpstreamRequest(head: upstreamHead, body: body, settings: proxy.engine.settings,
                                        trust: hopPlan.trust, challenge: hopPlan.onChallenge)
         hopStart = Date()
-        if delayed && plan.delayMs > 0 {
-            eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(plan.delayMs))) { [self] in
+        // A throttle's latency holds every upstream request (each hop), after the rules' delay_ms.
+        let waitMs = (delayed ? plan.delayMs : 0) + (throttle?.latencyMs ?? 0)
+        if waitMs > 0 {
+            eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(waitMs))) { [self] in
                 guard !machine.responseComplete, self.bridge === bridge else { return }
                 transfer = proxy.engine.start(upstream, delegate: bridge, on: eventLoop)
             }
@@ -282,11 +348,71 @@ final class Exchange {
         }
     }
 
+    /// Hands request body bytes to the bridge, through `upPacer` when the upload is throttled.
     private func push(_ buffer: ByteBuffer) {
+        guard upPacer != nil else { return pushToBridge(buffer) }
+        pacedRequest.append(buffer)
+        releasePacedRequest()
+    }
+
+    private func pushToBridge(_ buffer: ByteBuffer) {
         guard let bridge else { return }
         let (resumeCurl, pauseClient) = bridge.pushRequest(buffer)
-        if pauseClient { handler?.pauseReading() }
+        if pauseClient && !machine.requestComplete {
+            readPausedByBridge = true
+            handler?.pauseReading()
+        }
         if resumeCurl { transfer?.resume() }
+    }
+
+    private func endRequestBody() {
+        if !pacedRequest.isEmpty {
+            requestEndPaced = true
+            return
+        }
+        if let bridge, bridge.endRequest() { transfer?.resume() }
+    }
+
+    /// Releases queued request bytes as `upPacer` allows (splitting a chunk at the limit); while bytes wait, the
+    /// client is not read, so the queue holds at most what one read brought.
+    private func releasePacedRequest() {
+        guard let upPacer else { return }
+        while var first = pacedRequest.first {
+            let allowed = upPacer.allow(first.readableBytes) { [weak self] in self?.releasePacedRequest() }
+            guard allowed > 0 else { break }
+            if allowed == first.readableBytes {
+                pacedRequest.removeFirst()
+                pushToBridge(first)
+            } else {
+                let part = first.readSlice(length: allowed)!
+                pacedRequest[pacedRequest.startIndex] = first
+                pushToBridge(part)
+            }
+        }
+        if pacedRequest.isEmpty {
+            if requestEndPaced {
+                requestEndPaced = false
+                endRequestBody()
+            }
+            if readPausedForPacing {
+                readPausedForPacing = false
+                if !readPausedByBridge { handler?.resumeReading() }
+            }
+        } else if !readPausedForPacing && !machine.requestComplete {
+            readPausedForPacing = true
+            handler?.pauseReading()
+        }
+    }
+
+    /// The bridge's request backlog has room again: read the client, unless the up pacer holds it.
+    private func requestRoom() {
+        readPausedByBridge = false
+        if !readPausedForPacing { handler?.resumeReading() }
+    }
+
+    private func stopPacing() {
+        downPacer?.cancel()
+        upPacer?.cancel()
     }
 
     /// SPEC: a body over --body-limit that a transform wanted streams unchanged, with a warning on stderr naming the
@@ -338,6 +464,7 @@ final class Exchange {
         hopRequest = next
         hopPlan = rules.plan(for: next)
         hopEvents = hopPlan.events
+        if let throttle { hopEvents.append(throttleEvent(throttle, global: proxy.configuration.throttle)) }
         outcome = nil
         if let local = hopPlan.localResponse {
             var head = local.head
@@ -407,6 +534,7 @@ final class Exchange {
         if final {
             proxy.connections.exchangeEnded()
             retainedUntilOutcome = nil
+            stopPacing()
         }
         guard proxy.configuration.recorder != nil else { return }  // --quiet without log files: nothing to build
         let hop = machine.hop - (final ? 0 : 1)  // a redirect's record comes as the next hop starts
