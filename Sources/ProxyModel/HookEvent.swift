@@ -12,7 +12,7 @@ public struct HookEvent: Sendable, Hashable, Codable {
     /// | `challenge` | a 401/407 arrives: `use_credential` answers it inside curl (the next round follows at once); `cancel` answers the client when the head reaches the exchange | event loop (inside curl / in the exchange) |
     /// | `redirect` | a 3xx head reaches the exchange, before the client sees it: `pass`, `block`, `rewrite`, `follow` (the next hop starts when the 3xx ends) | event loop |
     /// | `body` | a body transform ran on a whole request or response body (or skipped it: over --body-limit) | the transform pool; recorded on the event loop |
-    /// | `throttle` | the exchange's first upstream request starts under a `throttle` (rule or `--throttle`): the limits in force | event loop |
+    /// | `throttle` | an exchange under a `throttle` (rules per field, then `--throttle`) starts, and again for each followed hop: the limits in force and where they came from | event loop |
     /// | `upstream` | reserved for what the engine reports about the upstream connection (nothing produces it yet) | event loop, inside curl |
     ///
     /// Events made inside curl travel with the transfer's outcome to the exchange; the log record is always built
