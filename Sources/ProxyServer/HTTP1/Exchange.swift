@@ -48,12 +48,8 @@ final class Exchange {
     private let upPacer: Pacer?
     /// The rest of a response body chunk that `downPacer` split: it goes to the client before any other event.
     private var heldResponseBody: ByteBuffer?
-    /// Request body chunks waiting for `upPacer`, and whether the request's end waits behind them.
-    private var pacedRequest = CircularBuffer<ByteBuffer>()
-    private var requestEndPaced = false
-    /// Client reading is paused by the up pacer / by the bridge's full backlog: either one keeps it paused.
-    private var readPausedForPacing = false
-    private var readPausedByBridge = false
+    /// Request body chunks waiting for `upPacer`, and what holds client reading paused.
+    private var pacedUpload = PacedUpload()
 
     // for the log
     private var requestBodySize = 0
@@ -324,8 +320,7 @@ final class Exchange {
             onRequestRoom: { exchange.value.exchange?.requestRoom() })
         self.bridge = bridge
         heldResponseBody = nil
-        pacedRequest.removeAll()
-        requestEndPaced = false
+        pacedUpload.dropQueued()
         if let prefill {
             for chunk in prefill { push(chunk) }
             endRequestBody()
@@ -351,23 +346,22 @@ final class Exchange {
     /// Hands request body bytes to the bridge, through `upPacer` when the upload is throttled.
     private func push(_ buffer: ByteBuffer) {
         guard upPacer != nil else { return pushToBridge(buffer) }
-        pacedRequest.append(buffer)
+        pacedUpload.queue.append(buffer)
         releasePacedRequest()
     }
 
     private func pushToBridge(_ buffer: ByteBuffer) {
         guard let bridge else { return }
         let (resumeCurl, pauseClient) = bridge.pushRequest(buffer)
-        if pauseClient && !machine.requestComplete {
-            readPausedByBridge = true
+        if pauseClient && !machine.requestComplete && pacedUpload.hold(.bridge) {
             handler?.pauseReading()
         }
         if resumeCurl { transfer?.resume() }
     }
 
     private func endRequestBody() {
-        if !pacedRequest.isEmpty {
-            requestEndPaced = true
+        if !pacedUpload.queue.isEmpty {
+            pacedUpload.endWaits = true
             return
         }
         if let bridge, bridge.endRequest() { transfer?.resume() }
@@ -377,37 +371,33 @@ final class Exchange {
     /// client is not read, so the queue holds at most what one read brought.
     private func releasePacedRequest() {
         guard let upPacer else { return }
-        while var first = pacedRequest.first {
+        while var first = pacedUpload.queue.first {
             let allowed = upPacer.allow(first.readableBytes) { [weak self] in self?.releasePacedRequest() }
             guard allowed > 0 else { break }
             if allowed == first.readableBytes {
-                pacedRequest.removeFirst()
+                pacedUpload.queue.removeFirst()
                 pushToBridge(first)
             } else {
                 let part = first.readSlice(length: allowed)!
-                pacedRequest[pacedRequest.startIndex] = first
+                pacedUpload.queue[pacedUpload.queue.startIndex] = first
                 pushToBridge(part)
             }
         }
-        if pacedRequest.isEmpty {
-            if requestEndPaced {
-                requestEndPaced = false
+        if pacedUpload.queue.isEmpty {
+            if pacedUpload.endWaits {
+                pacedUpload.endWaits = false
                 endRequestBody()
             }
-            if readPausedForPacing {
-                readPausedForPacing = false
-                if !readPausedByBridge { handler?.resumeReading() }
-            }
-        } else if !readPausedForPacing && !machine.requestComplete {
-            readPausedForPacing = true
+            if pacedUpload.release(.pacing) { handler?.resumeReading() }
+        } else if !pacedUpload.isHeld(by: .pacing) && !machine.requestComplete && pacedUpload.hold(.pacing) {
             handler?.pauseReading()
         }
     }
 
     /// The bridge's request backlog has room again: read the client, unless the up pacer holds it.
     private func requestRoom() {
-        readPausedByBridge = false
-        if !readPausedForPacing { handler?.resumeReading() }
+        _ = pacedUpload.release(.bridge)
+        if !pacedUpload.isHeld(by: .pacing) { handler?.resumeReading() }
     }
 
     private func stopPacing() {
