@@ -91,7 +91,8 @@ let package = Package(
         .testTarget(name: "ProxyRulesTests", dependencies: ["ProxyRules", "ProxyModel"]),
         .testTarget(name: "ProxyLogTests", dependencies: ["ProxyLog", "ProxyModel", "ProxyTestSupport"]),
         .testTarget(name: "ProxyUpstreamTests", dependencies: [
-            "ProxyUpstream", "ProxyModel", "ProxyTestSupport", .product(name: "NIOPosix", package: "swift-nio"),
+            "ProxyUpstream", "ProxyModel", "ProxyTestSupport",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .testTarget(name: "ProxyServerTests", dependencies: [
             "ProxyServer", "ProxyModel", "ProxyTestSupport",

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NIOPosix
 import ProxyModel
 import ProxyTestSupport
@@ -91,8 +92,16 @@ final class TestDelegate: UpstreamTransferDelegate, Sendable {
 }
 
 extension UpstreamEngine {
-    /// The event loop every test transfer runs on: one, so that an engine's transfers share its connection cache.
-    static let testLoop = MultiThreadedEventLoopGroup.singleton.next()
+    /// The loops test transfers run on. Each engine keeps to one of them (so its transfers share one connection
+    /// cache, as a client connection's do in the proxy), and different engines spread over them, so the tests that
+    /// run at once do not all queue on one thread (as they did not on the old per-engine curl threads).
+    static let testLoops: [any EventLoop] = Array(MultiThreadedEventLoopGroup(numberOfThreads: 4).makeIterator())
+
+    /// This engine's loop among `testLoops`.
+    var testLoop: any EventLoop {
+        let index = UInt(bitPattern: ObjectIdentifier(self).hashValue) % UInt(UpstreamEngine.testLoops.count)
+        return UpstreamEngine.testLoops[Int(index)]
+    }
 
     /// Starts `method url` with `delegate` and remembers the transfer in the delegate.
     @discardableResult
@@ -102,7 +111,7 @@ extension UpstreamEngine {
                                       body: body, settings: settings)
         // The box is filled under its lock before the callbacks can need it (they read it lazily).
         return delegate.transferBox.withLock { box in
-            let transfer = start(request, delegate: delegate, on: UpstreamEngine.testLoop)
+            let transfer = start(request, delegate: delegate, on: testLoop)
             box = transfer
             return transfer
         }
