@@ -38,14 +38,17 @@ final class SocketWatcher: Sendable {
     }
 
     /// Makes `engine` known under a new index and starts the waiting thread on first use. Any thread.
+    /// Once stopped, nothing is kept: the watcher and its engines refer to each other only while the thread runs.
     func register(_ engine: LoopEngine) -> UInt32 {
-        let index = engines.withLock { engines in
-            engines.append(engine)
-            return UInt32(engines.count - 1)
-        }
-        let start = state.withLock { state -> Bool in
+        // Under the state lock: an engine is kept only before `stop`, and the thread clears them after it.
+        let (index, start) = state.withLock { state -> (UInt32, Bool) in
+            guard !state.stopped else { return (UInt32.max, false) }
+            let index = engines.withLock { engines in
+                engines.append(engine)
+                return UInt32(engines.count - 1)
+            }
             defer { state.started = true }
-            return !state.started && !state.stopped
+            return (index, !state.started)
         }
         if start { startThread() }
         return index
@@ -132,6 +135,7 @@ final class SocketWatcher: Sendable {
             }
             batches.removeAll(keepingCapacity: true)
         }
+        engines.withLock { $0.removeAll() }  // breaks the engines' references back to this watcher
         let waiters = state.withLock { state in
             state.started = false
             return state.waiters

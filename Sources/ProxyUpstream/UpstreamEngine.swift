@@ -11,7 +11,7 @@ import Synchronization
 /// thread only waits for the sockets to become ready.
 public final class UpstreamEngine: Sendable {
     public let settings: UpstreamSettings
-    private let watcher = SocketWatcher()
+    let watcher = SocketWatcher()
     private let loops = Mutex<[ObjectIdentifier: LoopEngine]>([:])
     private let nextTransferID = Atomic<UInt64>(1)
     private let isRunning = Atomic<Bool>(true)

@@ -3,7 +3,7 @@ import NIOCore
 import NIOPosix
 import ProxyModel
 import ProxyTestSupport
-import ProxyUpstream
+@testable import ProxyUpstream
 import Synchronization
 import Testing
 
@@ -103,6 +103,23 @@ struct LoopEngineTests {
         engine.start("GET", "\(origin.baseURL)/bytes/10", delegate: late)
         let lateOutcome = try #require(await late.waitForCompletion(timeout: .seconds(10)))
         #expect(lateOutcome.error?.message == "hookproxy: shutting down 127.0.0.1:\(origin.port)")
+        try await origin.shutdown()
+    }
+
+    /// The watcher and the loop engines refer to each other while the watcher thread runs; after shutdown nothing
+    /// keeps them, so each engine's epoll and eventfd descriptors are closed (a test run makes hundreds of engines).
+    @Test func aShutDownEngineFreesItsWatcher() async throws {
+        let origin = try await TestOrigin.start()
+        weak var watcher: SocketWatcher?
+        do {
+            let engine = UpstreamEngine()
+            watcher = engine.watcher
+            let delegate = TestDelegate()
+            engine.start("GET", "\(origin.baseURL)/bytes/10", delegate: delegate)
+            _ = try #require(await delegate.waitForCompletion())
+            await engine.shutdown()
+        }
+        #expect(await eventually(timeout: .seconds(10)) { watcher == nil })
         try await origin.shutdown()
     }
 }
