@@ -6,9 +6,10 @@ SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev pkg-config curl openssl ca-ce
 SWIFT_BUILD_FLAGS := -c release
 RULES ?= rules
 ARGS ?=
-# The Python packages the log tests read HAR files with (an independent HAR reader and a JSON Schema validator).
+# The Python packages the tests use: an independent HAR reader and a JSON Schema validator for the logs, and an
+# independent WebSocket client.
 PYVENV := .build/pyvenv
-PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0
+PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0 websockets==17.4
 
 .PHONY: deps pydeps build run test check bench callgrind soak docker-lint clean fuzz
 
@@ -23,7 +24,7 @@ deps:
 
 # A Python venv under .build/pyvenv with PY_TEST_PACKAGES (python3 and python3-venv installed when missing).
 pydeps:
-	@if ! $(PYVENV)/bin/python3 -c 'import haralyzer, jsonschema' >/dev/null 2>&1; then \
+	@if ! $(PYVENV)/bin/python3 -c 'import haralyzer, jsonschema, websockets' >/dev/null 2>&1; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		rm -rf $(PYVENV); \
 		if ! python3 -m venv $(PYVENV) >/dev/null 2>&1; then \
@@ -58,6 +59,7 @@ docker-lint:
 
 bench: deps
 	bash bench/run.sh
+	bash bench/ws.sh
 callgrind: deps
 	bash bench/callgrind.sh
 

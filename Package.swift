@@ -57,6 +57,11 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
+            // NIOEmbedded hosts NIO's codecs for bytes that do not come from a NIO channel (an upgraded upstream
+            // connection curl made); NIOWebSocket parses and writes the frames; CompressNIO undoes permessage-deflate.
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "CompressNIO", package: "compress-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "X509", package: "swift-certificates"),
@@ -74,6 +79,8 @@ let package = Package(
         .target(name: "ProxyTestSupport", dependencies: [
             "ProxyModel",
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -103,7 +110,7 @@ let package = Package(
         .testTarget(name: "ProxyReplayTests", dependencies: ["ProxyReplay", "ProxyModel", "ProxyTestSupport"]),
         .testTarget(name: "DockerfileTests", dependencies: ["ProxyTestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: [
-            "ProxyServer", "ProxyModel", "ProxyRules", "ProxyTestSupport",
+            "ProxyServer", "ProxyModel", "ProxyRules", "ProxyTestSupport", "ProxyLog",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),

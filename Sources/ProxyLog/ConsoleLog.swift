@@ -37,18 +37,48 @@ public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
     /// The exchange line for `flow` as given (apply `Redactor.redact` first: `record` does).
     /// `utc` formats the time in UTC instead of local time (for tests).
     public static func line(for flow: FlowRecord, color: Bool = false, utc: Bool = false) -> String {
+        if let session = flow.webSocket, !session.isOpening { return sessionLine(for: flow, session, utc: utc) }
         var parts = [Timestamp.clock(flow.start, utc: utc)]
         let status = flow.response.map { String($0.status) } ?? "ERR"
         parts.append(color ? colored(status, status: flow.response?.status) : status)
         parts.append(flow.request.method)
-        parts.append(flow.url)
+        parts.append(flow.webSocket?.isWebSocket == true ? webSocketURL(flow.url) : flow.url)
         parts.append(humanSize(flow.responseBodySize))
         parts.append(humanDuration(flow.durationMs))
         if flow.hop > 0 { parts.append("hop \(flow.hop)") }
         if !flow.rules.isEmpty { parts.append("[" + flow.rules.joined(separator: ", ") + "]") }
         parts.append(contentsOf: flow.events.map(\.logText))
         if let error = flow.error { parts.append("error: \(error)") }
+        if let session = flow.webSocket { parts.append(session.protocolName) }
         return parts.joined(separator: " ")
+    }
+
+    /// The line at a session's end: `12:34:56.789 websocket closed 1000 ↑3 msgs 1.2 KiB ↓3 msgs 1.2 KiB 4.20 s`
+    /// (↑ client to server), with the URL, the closing side and the reason when there is one.
+    static func sessionLine(for flow: FlowRecord, _ session: WebSocketLog, utc: Bool) -> String {
+        let end = flow.start.addingTimeInterval(flow.durationMs / 1000)
+        var parts = [Timestamp.clock(end, utc: utc), session.protocolName, "closed"]
+        parts.append(session.close?.code.map(String.init) ?? "-")
+        if session.isWebSocket {
+            parts.append("↑\(session.sentMessages) msgs \(humanSize(session.sentBytes))")
+            parts.append("↓\(session.receivedMessages) msgs \(humanSize(session.receivedBytes))")
+        } else {
+            parts.append("↑\(humanSize(session.sentBytes)) ↓\(humanSize(session.receivedBytes))")
+        }
+        parts.append(humanDuration(flow.durationMs))
+        parts.append(session.isWebSocket ? webSocketURL(flow.url) : flow.url)
+        if let close = session.close {
+            parts.append("by \(close.by.rawValue)" + (close.reason.isEmpty ? "" : ": \(close.reason)"))
+        }
+        parts.append(contentsOf: flow.events.filter { $0.hook == .body }.map(\.logText))
+        return parts.joined(separator: " ")
+    }
+
+    /// `ws://` / `wss://` for the console (the files keep the handshake's http(s) URL).
+    static func webSocketURL(_ url: String) -> String {
+        if url.hasPrefix("https://") { return "wss://" + url.dropFirst(8) }
+        if url.hasPrefix("http://") { return "ws://" + url.dropFirst(7) }
+        return url
     }
 
     /// The `--verbose` lines under the exchange line: request headers (`  > `) then response headers (`  < `).

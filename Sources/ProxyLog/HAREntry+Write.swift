@@ -18,6 +18,10 @@ extension HAREntry {
         if let connection { json.field("connection", connection) }
         json.key("_hookproxy")
         hookproxy.write(into: &json)
+        if let resourceType { json.field("_resourceType", resourceType) }
+        if let webSocketMessages {
+            json.field("_webSocketMessages", array: webSocketMessages) { json, message in message.writeHAR(into: &json) }
+        }
         json.endObject()
     }
 }

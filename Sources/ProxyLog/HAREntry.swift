@@ -96,10 +96,14 @@ struct HAREntry: Encodable {
     var serverIPAddress: String?
     var connection: String?
     var hookproxy: Extra
+    /// `websocket` for a WebSocket session (Chromium's `_resourceType`), with its messages.
+    var resourceType: String?
+    var webSocketMessages: [WebSocketMessageJSON]?
 
     enum CodingKeys: String, CodingKey {
         case startedDateTime, time, request, response, cache, timings, serverIPAddress, connection
         case hookproxy = "_hookproxy"
+        case resourceType = "_resourceType", webSocketMessages = "_webSocketMessages"
     }
 
     init(_ flow: FlowRecord) {
@@ -143,6 +147,10 @@ struct HAREntry: Encodable {
         (timings, time) = HAREntry.timings(flow.timings, durationMs: flow.durationMs)
         serverIPAddress = flow.serverIP
         connection = flow.connectionID
+        if let session = flow.webSocket, session.isWebSocket {
+            resourceType = "websocket"
+            webSocketMessages = session.messages.map(WebSocketMessageJSON.init)
+        }
         hookproxy = Extra(
             id: flow.id, client: flow.client, rules: flow.rules,
             events: flow.events.map { Extra.Event(hook: $0.hook.rawValue, action: $0.action, detail: $0.detail) },

@@ -91,6 +91,7 @@ final class HARFile: LogSink {
     }
 
     func write(_ flow: FlowRecord) {
+        guard flow.webSocket?.isOpening != true else { return }  // the session's end writes its one entry
         json.reset()
         if hasEntries { json.bytes.append(UInt8(ascii: ",")) }
         HAREntry(flow).write(into: &json)

@@ -42,6 +42,10 @@ extension JSONLRecord {
         }
         json.field("error", error)
         json.field("hop", hop)
+        if let websocket {
+            json.key("websocket")
+            websocket.write(into: &json)
+        }
         json.endObject()
     }
 }

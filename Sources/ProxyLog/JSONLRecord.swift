@@ -41,6 +41,8 @@ struct JSONLRecord: Encodable {
     var events: [Event]
     var error: String?
     var hop: Int
+    /// Present only for an upgraded exchange (WebSocket session or raw relay).
+    var websocket: WebSocketJSON?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case id, start, client, method, url
@@ -49,7 +51,7 @@ struct JSONLRecord: Encodable {
         case requestBodySize = "request_body_size", responseBodySize = "response_body_size"
         case requestBody = "request_body", requestBodyEncoding = "request_body_encoding"
         case responseBody = "response_body", responseBodyEncoding = "response_body_encoding"
-        case truncated, timings, rules, events, error, hop
+        case truncated, timings, rules, events, error, hop, websocket
     }
 
     /// Builds the line from an already redacted record.
@@ -80,6 +82,7 @@ struct JSONLRecord: Encodable {
         events = flow.events.map { Event(hook: $0.hook.rawValue, action: $0.action, detail: $0.detail) }
         error = flow.error
         hop = flow.hop
+        websocket = flow.webSocket.map(WebSocketJSON.init)
     }
 
     func encode(to encoder: Encoder) throws {
@@ -106,6 +109,7 @@ struct JSONLRecord: Encodable {
         try c.encode(events, forKey: .events)
         try c.encode(error, forKey: .error)
         try c.encode(hop, forKey: .hop)
+        try c.encodeIfPresent(websocket, forKey: .websocket)
     }
 }
 

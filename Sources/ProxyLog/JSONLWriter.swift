@@ -45,6 +45,7 @@ final class JSONLSink: LogSink {
     init(file: LogFile) { self.file = file }
 
     func write(_ flow: FlowRecord) {
+        guard flow.webSocket?.isOpening != true else { return }  // the session's end writes its one line
         json.reset()
         JSONLRecord(flow).write(into: &json)
         json.bytes.append(UInt8(ascii: "\n"))

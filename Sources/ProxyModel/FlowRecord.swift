@@ -41,13 +41,16 @@ public struct FlowRecord: Sendable {
     /// --log-secrets. The log masks them where they stand (a header value or a word of it, a word of a body or
     /// of text, a URL's userinfo), never inside longer text.
     public var secretValues: [String]
+    /// Set when the server accepted an upgrade (101): the WebSocket session (or raw relay) that followed.
+    public var webSocket: WebSocketLog?
 
     public init(
         id: Int, start: Date, client: String, request: RequestHead, url: String, upstreamURL: String? = nil,
         response: ResponseHead? = nil, requestBodySize: Int = 0, responseBodySize: Int = 0,
         requestBody: CapturedBody? = nil, responseBody: CapturedBody? = nil, timings: Timings = Timings(),
         durationMs: Double = 0, rules: [String] = [], events: [HookEvent] = [], error: String? = nil, hop: Int = 0,
-        serverIP: String? = nil, connectionID: String? = nil, secretValues: [String] = []
+        serverIP: String? = nil, connectionID: String? = nil, secretValues: [String] = [],
+        webSocket: WebSocketLog? = nil
     ) {
         self.id = id
         self.start = start
@@ -69,5 +72,6 @@ public struct FlowRecord: Sendable {
         self.serverIP = serverIP
         self.connectionID = connectionID
         self.secretValues = secretValues
+        self.webSocket = webSocket
     }
 }

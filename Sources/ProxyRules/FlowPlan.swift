@@ -53,6 +53,9 @@ public struct FlowPlan: Sendable {
     public var requestBodyTransform: (any BodyTransforming)?
     public var responseEdits: [HeaderEdit]
     public var responseBodyTransform: (any BodyTransforming)?
+    /// Every matching rule's `websocket.to_server` / `to_client` body steps, for the text messages of a session.
+    public var webSocketToServer: (any BodyTransforming)?
+    public var webSocketToClient: (any BodyTransforming)?
     public var onRedirect: RedirectPolicy?
     public var onChallenge: ChallengePolicy?
     public var trust: TrustPolicy?

@@ -18,6 +18,9 @@ struct Rule: Sendable {
     var requestBody: BodyTransformStep?
     var responseEdit: HeaderEdit?
     var responseBody: BodyTransformStep?
+    /// `websocket.to_server` / `to_client`: body steps for a session's text messages.
+    var webSocketToServer: BodyTransformStep?
+    var webSocketToClient: BodyTransformStep?
     var delayMs: Int?
     var throttle: Throttle?
     var onRedirect: RedirectPolicy?

@@ -51,6 +51,8 @@ public final class RuleSet: Sendable {
         var targetDecided = false
         var requestSteps: [BodyTransformStep] = []
         var responseSteps: [BodyTransformStep] = []
+        var toServerSteps: [BodyTransformStep] = []
+        var toClientSteps: [BodyTransformStep] = []
         var local: LocalResponse?
         for rule in rules {
             guard let groups = rule.match.match(request) else { continue }
@@ -81,6 +83,8 @@ public final class RuleSet: Sendable {
             if let step = rule.requestBody { requestSteps.append(step) }
             if let edit = rule.responseEdit { plan.responseEdits.append(edit) }
             if let step = rule.responseBody { responseSteps.append(step) }
+            if let step = rule.webSocketToServer { toServerSteps.append(step) }
+            if let step = rule.webSocketToClient { toClientSteps.append(step) }
             if let delay = rule.delayMs { plan.delayMs = min(plan.delayMs + delay, 600_000) }
             if let throttle = rule.throttle { plan.throttle = plan.throttle?.filling(from: throttle) ?? throttle }
             if plan.onRedirect == nil { plan.onRedirect = rule.onRedirect }
@@ -89,6 +93,8 @@ public final class RuleSet: Sendable {
         }
         if !requestSteps.isEmpty { plan.requestBodyTransform = BodyTransformChain(steps: requestSteps) }
         if !responseSteps.isEmpty { plan.responseBodyTransform = BodyTransformChain(steps: responseSteps) }
+        if !toServerSteps.isEmpty { plan.webSocketToServer = BodyTransformChain(steps: toServerSteps) }
+        if !toClientSteps.isEmpty { plan.webSocketToClient = BodyTransformChain(steps: toClientSteps) }
         if var local {
             plan.editResponse(&local.head)
             if let transform = plan.responseBodyTransform {

@@ -15,7 +15,7 @@ extension CurlTransfer {
         // The whole URL when curl must know the real path: through an HTTP upstream proxy a plain-HTTP request goes
         // in absolute form, and curl's Digest answer signs the URL's path. Otherwise the target is passed verbatim
         // (CURLOPT_REQUEST_TARGET), so curl's URL parser never rewrites what the client sent.
-        let viaProxy = !(settings.upstreamProxy ?? "").isEmpty && head.url.scheme == "http"
+        let viaProxy = !(settings.upstreamProxy ?? "").isEmpty && head.url.scheme == "http" && !request.connectOnly
         let answersChallenges = request.challenge?.action == .useCredential
         if viaProxy || answersChallenges {
             try easy.set(CURLOPT_URL, head.url.description)
@@ -51,6 +51,14 @@ extension CurlTransfer {
         })
         try easy.set(CURLOPT_WRITEDATA, pointer: context)
 
+        if request.connectOnly {
+            // curl connects (and tunnels through an upstream proxy, whatever the scheme: the bytes that follow are
+            // not HTTP curl could forward) and stops; `UpstreamConnection` carries the rest.
+            try easy.set(CURLOPT_CONNECT_ONLY, 1)
+            if !(settings.upstreamProxy ?? "").isEmpty { try easy.set(CURLOPT_HTTPPROXYTUNNEL, true) }
+            try configureTLS(easy)
+            return
+        }
         try configureMethodAndBody(easy, context: context)
         try easy.setHeaders(headerLines())
         try configureTLS(easy)

@@ -19,7 +19,8 @@ extension CurlTransfer {
         // A connection verified under one policy is never used for a flow under another: policy flows get a fresh
         // connection, never kept, and no TLS session resumption (a resumed session presents no chain to judge).
         try easy.set(CURLOPT_FRESH_CONNECT, true)
-        try easy.set(CURLOPT_FORBID_REUSE, true)
+        // (A connect-only connection is never reused anyway, and FORBID_REUSE would close it as curl hands it over.)
+        if !request.connectOnly { try easy.set(CURLOPT_FORBID_REUSE, true) }
         try easy.set(CURLOPT_SSL_SESSIONID_CACHE, false)
         try easy.setSSLContextCallback({ _, sslContext, context in
             guard let sslContext, let context else { return CURLE_ABORTED_BY_CALLBACK }

@@ -18,6 +18,8 @@ final class CurlTransfer: @unchecked Sendable {
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: hp_error_size() + 1)
     var events: [HookEvent] = []
     var recordedError: ProxyError?
+    /// Set for a connect-only transfer (`UpstreamEngine.connect`): who gets the connection once curl made it.
+    var connectionDelegate: (any UpstreamConnectionDelegate)?
 
     init(id: UInt64, request: UpstreamRequest, delegate: any UpstreamTransferDelegate) {
         self.id = id

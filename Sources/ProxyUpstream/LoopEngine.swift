@@ -27,11 +27,14 @@ final class LoopEngine: @unchecked Sendable {
     private static let maxIdleHandles = 128
     /// The sockets curl asked to watch, and whether each is armed in the watcher (one-shot registrations).
     private var sockets: [Int32: (events: UInt32, armed: Bool)] = [:]
+    /// Connections curl made and handed over (connect-only transfers), by socket: their readiness is theirs.
+    private var handedOver: [Int32: UpstreamConnection] = [:]
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// True while curl runs (inside it, transfers must not be added or removed: those wait for the next turn).
     private var insideCurl = false
     private var stopped = false
+    private var multiFreed = false
 
     init(loop: any EventLoop, settings: UpstreamSettings, watcher: SocketWatcher, statistics: UpstreamStatisticsCounter) {
         self.loop = loop
@@ -110,7 +113,13 @@ final class LoopEngine: @unchecked Sendable {
         for transfer in Array(active.values) {
             remove(transfer, outcome: UpstreamOutcome(error: UpstreamEngine.shuttingDown(transfer.host)))
         }
+        for connection in Array(handedOver.values) {
+            let delegate = connection.delegate
+            connection.finish()
+            delegate?.upstreamClosed(UpstreamEngine.shuttingDown("the upstream"))
+        }
         idleHandles.removeAll()
+        multiFreed = true
         curl_multi_cleanup(multi)  // closes the cached connections (each one's socket callback forgets it)
         for socket in sockets.keys { watcher.forget(socket) }
         sockets.removeAll()
@@ -123,6 +132,11 @@ final class LoopEngine: @unchecked Sendable {
         loop.execute { [self] in
             guard !stopped else { return }
             for socket in ready {
+                if let connection = handedOver[socket.socket] {
+                    let readable = socket.events & (hp_epollin() | hp_epollhup() | hp_epollrdhup() | hp_epollerr()) != 0
+                    connection.ready(events: socket.events, readable: readable, writable: socket.events & hp_epollout() != 0)
+                    continue
+                }
                 sockets[socket.socket]?.armed = false
                 var mask: Int32 = 0
                 if socket.events & (hp_epollin() | hp_epollhup() | hp_epollrdhup()) != 0 { mask |= hp_cselect_in() }
@@ -199,6 +213,10 @@ final class LoopEngine: @unchecked Sendable {
             guard let privatePointer else { continue }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(privatePointer).takeUnretainedValue()
             statistics.count(newConnections: transfer.easy?.info(CURLINFO_NUM_CONNECTS) ?? 0)
+            if code == CURLE_OK, let delegate = transfer.connectionDelegate {
+                handOver(transfer, to: delegate)
+                continue
+            }
             remove(transfer, outcome: transfer.outcome(for: code))
         }
     }
@@ -218,6 +236,46 @@ final class LoopEngine: @unchecked Sendable {
             transfer.delegate.didComplete(outcome)
         }
         recycle(easy)
+    }
+
+    // MARK: - connections handed over (connect-only transfers)
+
+    /// curl connected a connect-only transfer: its handle stays in the multi handle (curl_easy_send and
+    /// curl_easy_recv need that in 7.88) while an `UpstreamConnection` carries the bytes.
+    private func handOver(_ transfer: CurlTransfer, to delegate: any UpstreamConnectionDelegate) {
+        guard active.removeValue(forKey: transfer.id) != nil, let easy = transfer.easy else { return }
+        let outcome = transfer.outcome(for: CURLE_OK)
+        transfer.easy = nil
+        transfer.state = .finished
+        transfer.connectionDelegate = nil
+        var socket: curl_socket_t = -1
+        guard hp_getinfo_socket(easy.handle, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket >= 0 else {
+            runCurl { _ = curl_multi_remove_handle(multi, easy.handle) }
+            var failed = outcome
+            failed.error = ProxyError(.upstreamFailed, "hookproxy: upstream error \(transfer.host): curl kept no connection")
+            delegate.upstreamConnectFailed(failed)
+            return
+        }
+        // curl no longer watches it (the transfer is done); if it still did, the connection's readiness wins.
+        let connection = UpstreamConnection(engine: self, easy: easy, socket: socket, delegate: delegate)
+        handedOver[socket] = connection
+        delegate.upstreamConnected(connection, outcome)
+        if connection.isOpen { connection.ready(events: 0, readable: true, writable: false) }
+    }
+
+    /// Watches a handed-over connection's socket once for `events`.
+    func watch(_ connection: UpstreamConnection, events: UInt32, isNew: Bool) {
+        guard !stopped, handedOver[connection.socket] === connection else { return }
+        watcher.watch(connection.socket, events: events, index: index, isNew: isNew)
+    }
+
+    /// A handed-over connection is done: curl closes it as its handle leaves the multi handle (curl ≥ 7.85).
+    func release(_ connection: UpstreamConnection, easy: CurlEasy) {
+        if handedOver[connection.socket] === connection {
+            handedOver.removeValue(forKey: connection.socket)
+            watcher.forget(connection.socket)
+        }
+        if !multiFreed { runCurl { _ = curl_multi_remove_handle(multi, easy.handle) } }
     }
 
     private func recycle(_ easy: CurlEasy) {

@@ -37,6 +37,22 @@ public final class UpstreamEngine: Sendable {
         return UpstreamTransfer(id: id, engine: engine)
     }
 
+    /// Opens a connection for `request` (its `connectOnly` is set here) the way a transfer would (DNS,
+    /// `--upstream-proxy`, TLS judged by `trust`) and hands it over, unused, to `delegate` on `loop`: the caller
+    /// speaks the protocol itself. Any thread. Cancelling the returned transfer before it connects ends it silently.
+    public func connect(_ request: UpstreamRequest, delegate: any UpstreamConnectionDelegate,
+                        on loop: any EventLoop) -> UpstreamTransfer {
+        var request = request
+        request.connectOnly = true
+        request.body = .none
+        let id = nextTransferID.wrappingAdd(1, ordering: .relaxed).oldValue
+        let engine = loopEngine(for: loop)
+        let transfer = CurlTransfer(id: id, request: request, delegate: ConnectOnlyDelegate(delegate))
+        transfer.connectionDelegate = delegate
+        engine.perform { $0.add(transfer) }
+        return UpstreamTransfer(id: id, engine: engine)
+    }
+
     /// How many transfers finished, and how many upstream connections they had to open.
     public var statistics: UpstreamStatistics { counter.snapshot }
 

@@ -17,14 +17,18 @@ public struct UpstreamRequest: Sendable {
     public var settings: UpstreamSettings
     public var trust: TrustPolicy?
     public var challenge: ChallengePolicy?
+    /// Only connect (through `--upstream-proxy`, TLS checked by `trust`) and hand the connection over: the
+    /// request itself is the caller's to send (`UpstreamEngine.connect`, for upgrades such as WebSocket).
+    public var connectOnly: Bool
 
     public init(head: RequestHead, body: Body, settings: UpstreamSettings, trust: TrustPolicy? = nil,
-                challenge: ChallengePolicy? = nil) {
+                challenge: ChallengePolicy? = nil, connectOnly: Bool = false) {
         self.head = head
         self.body = body
         self.settings = settings
         self.trust = trust
         self.challenge = challenge
+        self.connectOnly = connectOnly
     }
 }
 

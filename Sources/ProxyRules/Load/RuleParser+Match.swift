@@ -98,6 +98,7 @@ extension RuleParser {
                 }
             }
         }
+        if let node = map["websocket"] { match.websocket = ctx.bool(node, "match.websocket") }
         return (match, groups)
     }
 }

@@ -9,8 +9,9 @@ struct RuleParser {
 
     static let topKeys = ["rules"]
     static let ruleKeys = ["name", "match", "map_remote", "respond", "redirect_client", "request", "response",
-                           "delay_ms", "throttle", "on_redirect", "on_challenge", "trust", "intercept"]
-    static let matchKeys = ["host", "scheme", "port", "method", "path", "path_regex", "query", "header"]
+                           "delay_ms", "throttle", "on_redirect", "on_challenge", "trust", "intercept", "websocket"]
+    static let matchKeys = ["host", "scheme", "port", "method", "path", "path_regex", "query", "header", "websocket"]
+    static let webSocketKeys = ["to_server", "to_client"]
     static let requestKeys = ["set_headers", "remove_headers", "body"]
     static let responseKeys = ["status", "set_headers", "remove_headers", "body"]
     static let bodyKeys = ["replace", "json", "file"]
@@ -92,6 +93,11 @@ struct RuleParser {
             rule.delayMs = ctx.int(node, "delay_ms", range: 0...600_000)
         }
         if let node = map["throttle"] { rule.throttle = parseThrottle(node) }
+        if let node = map["websocket"], let sides = ctx.mapping(node, "websocket", allowed: Self.webSocketKeys) {
+            if sides.entries.isEmpty { ctx.error(node, "'websocket' needs to_server, to_client or both") }
+            if let node = sides["to_server"] { rule.webSocketToServer = parseBody(node, "websocket.to_server", rule: name) }
+            if let node = sides["to_client"] { rule.webSocketToClient = parseBody(node, "websocket.to_client", rule: name) }
+        }
         if let node = map["on_redirect"] { rule.onRedirect = HookParser(ctx: ctx).onRedirect(node, rule: name) }
         if let node = map["on_challenge"] { rule.onChallenge = HookParser(ctx: ctx).onChallenge(node, rule: name) }
         if let node = map["trust"] { rule.trust = HookParser(ctx: ctx).trust(node, rule: name) }

@@ -11,6 +11,8 @@ struct RuleMatch: Sendable {
     var pathRegex: CompiledRegex?
     var query: [(name: String, value: Glob)] = []
     var headers: [(name: String, value: Glob)] = []
+    /// `match.websocket`: true matches only WebSocket handshakes (`Upgrade: websocket`), false only other requests.
+    var websocket: Bool?
 
     /// The `$0, $1…` of `path_regex` (just `[path]` without one) when the request matches, else nil.
     func match(_ request: RequestHead) -> [String]? {
@@ -18,6 +20,7 @@ struct RuleMatch: Sendable {
         guard matchesHostAndPort(host: url.host, port: url.port) else { return nil }
         if !schemes.isEmpty && !schemes.contains(url.scheme) { return nil }
         if !methods.isEmpty && !methods.contains(request.method) { return nil }
+        if let websocket, RuleMatch.isWebSocketHandshake(request) != websocket { return nil }
         if let path, !path.matches(url.path) { return nil }
         if !query.isEmpty {
             let pairs = RuleMatch.queryPairs(url.query)
@@ -32,6 +35,13 @@ struct RuleMatch: Sendable {
             return pathRegex.firstMatchGroups(in: url.path)
         }
         return [url.path]
+    }
+
+    /// Whether the request asks for a WebSocket (`Upgrade: websocket`; the server keeps the header on handshakes only).
+    static func isWebSocketHandshake(_ request: RequestHead) -> Bool {
+        request.headers.values(for: "upgrade").contains { value in
+            value.split(separator: ",").contains { $0.trimmingSpaces().lowercased() == "websocket" }
+        }
     }
 
     /// What a CONNECT can be judged by: host and port only.

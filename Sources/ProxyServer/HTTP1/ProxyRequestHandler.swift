@@ -21,6 +21,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case answeringLocally(LocalResponse, keepAlive: Bool, events: [HookEvent], RequestContext)
         /// The request goes upstream (body still arriving, or response under way).
         case exchanging(Exchange)
+        /// A request asking for an upgrade (WebSocket, …): its handshake is under way upstream.
+        case upgrading(UpgradeHandshake)
         /// A CONNECT head arrived; the tunnel starts at its end.
         case connectRequested(RequestContext)
         /// A CONNECT is being set up or the connection became a tunnel: HTTP handling is over.
@@ -115,6 +117,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.end, .exchanging(let exchange)):
             if closesAfterRequest { stopReading() }
             exchange.finishRequestBody()
+        case (.end, .upgrading):
+            stopReading()
+        case (.body, .upgrading):
+            break
         case (.end, .answeringLocally(let response, let keepAlive, let events, let request)):
             if closesAfterRequest { stopReading() }
             writeLocal(response, keepAlive: keepAlive, events: events, request: request)
@@ -143,6 +149,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         if case .exchanging(let exchange) = state { exchange.clientClosed() }
+        if case .upgrading(let handshake) = state { handshake.clientClosed() }
         state = .idle
         context.fireChannelInactive()
     }
@@ -223,8 +230,34 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .ownAddress(let path):
             state = .answeringLocally(OnboardingPage.response(for: path, ca: proxy.certificateAuthority), keepAlive: keepAlive, events: [], request)
         case .forward(let clientHead):
-            startExchange(clientHead, nioHead: nioHead, keepAlive: keepAlive, request: request)
+            let bodiless = Exchange.requestFraming(nioHead, method: clientHead.method) == .none
+            if let token = UpgradeHandshake.upgradeToken(nioHead, bodiless: bodiless) {
+                startUpgrade(UpgradeHandshake.restoringUpgrade(clientHead, from: nioHead), token: token, request: request)
+            } else {
+                startExchange(clientHead, nioHead: nioHead, keepAlive: keepAlive, request: request)
+            }
         }
+    }
+
+    /// A request asking for an upgrade hookproxy carries (WebSocket, or another protocol relayed as bytes): rules
+    /// match and edit its handshake like any request; it leaves on a connection curl makes.
+    private func startUpgrade(_ clientHead: RequestHead, token: String, request: RequestContext) {
+        let rules = proxy.currentRules
+        var plan = rules.plan(for: clientHead)
+        if impliedAuthority != nil { plan.events.insert(HookEvent(hook: .intercept, action: "intercepted"), at: 0) }
+        plan.events.insert(contentsOf: modeEvents, at: 0)
+        let request = request.with(clientHead: clientHead, plan: plan)
+        if let local = plan.localResponse {
+            state = .answeringLocally(local, keepAlive: false, events: plan.events, request)
+            return
+        }
+        var upstreamHead = clientHead
+        plan.editRequest(&upstreamHead)
+        proxy.markIfItMayLoop(&upstreamHead)
+        let handshake = UpgradeHandshake(proxy: proxy, handler: self, eventLoop: context.eventLoop, plan: plan,
+                                         request: request, upstreamHead: upstreamHead, protocolName: token)
+        state = .upgrading(handshake)
+        handshake.start()
     }
 
     private func startExchange(_ clientHead: RequestHead, nioHead: HTTPRequestHead, keepAlive: Bool, request: RequestContext) {
@@ -352,6 +385,39 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 done(.failure(TunnelFailure(error)))
             }
         }
+    }
+
+    /// The server accepted an upgrade: writes its `101` head, and once it is on the wire hands the connection to
+    /// what `install` adds (the HTTP handlers and the idle timeout go: an open session may be silent for long).
+    /// `done` gets whether the hand-over happened.
+    func becomeUpgraded(head: HTTPResponseHead, install: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void,
+                        done: @escaping (Bool) -> Void) {
+        guard case .upgrading = state else { return done(false) }
+        state = .tunnelling
+        send(.head(head))
+        sendEnd().assumeIsolated().whenComplete { [self] written in
+            guard case .success = written else { return done(false) }
+            do {
+                try becomeTunnel { pipeline in
+                    if let idle = try? pipeline.handler(type: IdleStateHandler.self) { pipeline.removeHandler(idle, promise: nil) }
+                    try install(pipeline)
+                }
+                done(true)
+            } catch {
+                proxy.logger.error("upgrade: cannot hand the connection over: \(error)")
+                context.close(promise: nil)
+                done(false)
+            }
+        }
+    }
+
+    /// The server did not accept the upgrade (its answer, or hookproxy's error, was written): the response ends and
+    /// the connection closes (the client's decoder stopped after the upgrade request).
+    func upgradeRefused() {
+        guard case .upgrading = state else { return }
+        state = .closing
+        let context = self.context!
+        sendEnd().assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
     /// Hands the connection to a tunnel, after the 200 went out: removes the HTTP handlers (this one included),

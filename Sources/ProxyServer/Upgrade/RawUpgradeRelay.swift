@@ -1,0 +1,100 @@
+import NIOCore
+import ProxyModel
+import ProxyUpstream
+
+/// An upgrade to a protocol other than WebSocket that the server accepted with 101: the bytes are relayed as they
+/// come, both ways, with the same backpressure as a WebSocket session, and counted for the log.
+///
+/// Threading: the client connection's event loop; the last handler of the client's pipeline.
+final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let handshake: UpgradeHandshake
+    private let upstream: UpstreamConnection
+    private var context: ChannelHandlerContext?
+    private var log: WebSocketLog
+    private var readPaused = false
+    private var readPending = false
+    private var ended = false
+
+    init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
+        self.handshake = handshake
+        self.upstream = upstream
+        self.log = WebSocketLog(protocolName: handshake.protocolName)
+    }
+
+    func install(on pipeline: ChannelPipeline.SynchronousOperations) throws {
+        try pipeline.addHandler(self)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // The HTTP handler held reading when the upgrade request ended: reading starts again here.
+        context.read()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = unwrapInboundIn(data)
+        log.sentBytes += bytes.readableBytes
+        if upstream.write(bytes) > WebSocketSession.highWater { readPaused = true }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if readPaused { readPending = true } else { context.read() }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { upstream.setReading(true) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        end(by: .client, "client closed the connection")
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        end(by: .client, "client connection failed: \(error)")
+    }
+
+    func clientClosed() { end(by: .client, "client closed the connection") }
+
+    func upstreamReceived(_ bytes: ByteBuffer) {
+        guard let context else { return }
+        log.receivedBytes += bytes.readableBytes
+        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+        if !context.channel.isWritable { upstream.setReading(false) }
+    }
+
+    func upstreamWritable() {
+        guard readPaused else { return }
+        readPaused = false
+        if readPending {
+            readPending = false
+            context?.read()
+        }
+    }
+
+    func upstreamClosed(_ error: ProxyError?) {
+        end(by: .server, error?.message ?? "server closed the connection")
+    }
+
+    private func end(by side: WebSocketLog.Close.Side, _ reason: String) {
+        guard !ended else { return }
+        ended = true
+        log.close = WebSocketLog.Close(code: nil, reason: reason, by: side)
+        upstream.close()
+        if let context, context.channel.isActive {
+            // Everything written still goes out: close after a zero-length write completes.
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        }
+        handshake.sessionEnded(log)
+    }
+}
+
+@available(*, unavailable)
+extension RawUpgradeRelay: Sendable {}

@@ -1,0 +1,320 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import ProxyModel
+import ProxyRules
+import ProxyUpstream
+
+/// A request that asks for a protocol upgrade (`Upgrade: websocket`, or another token): the handshake, carried
+/// upstream on a connection curl makes (`UpstreamEngine.connect`: DNS, `--upstream-proxy`, TLS judged by `trust`)
+/// and then speaks itself, and what follows it.
+///
+/// The request head goes out through NIO's HTTP/1 request encoder and the server's answer comes back through its
+/// response decoder, both hosted in an `EmbeddedChannel` (no socket: bytes in, parts out). A `101` hands the client
+/// connection and the upstream connection to a relay (`WebSocketSession`, or `RawUpgradeRelay` for other
+/// protocols); any other answer goes to the client as the response, and the connection closes.
+///
+/// Threading: the client connection's event loop, for everything (the codec channel was made there).
+final class UpgradeHandshake: UpstreamConnectionDelegate {
+    enum State {
+        case connecting
+        /// The request is out; the server's head is awaited.
+        case awaitingHead
+        /// A non-101 answer: its body is streamed to the client.
+        case relayingResponse
+        /// 101: a relay owns both connections now.
+        case upgraded
+        case done
+    }
+
+    let proxy: ProxyContext
+    let eventLoop: any EventLoop
+    let plan: FlowPlan
+    let request: RequestContext
+    let upstreamHead: RequestHead
+    /// `websocket`, or the other protocol's token, lower-cased.
+    let protocolName: String
+    private weak var handler: ProxyRequestHandler?
+    private var state = State.connecting
+    private var transfer: UpstreamTransfer?
+    private var connection: UpstreamConnection?
+    private var outcome: UpstreamOutcome?
+    private var codec: EmbeddedChannel?
+    private var responseHead: ResponseHead?
+    private var bodyBytes = 0
+    private var responseCapture: CapturedBody?
+    private var relay: (any UpgradeRelay)?
+
+    init(proxy: ProxyContext, handler: ProxyRequestHandler, eventLoop: any EventLoop, plan: FlowPlan,
+         request: RequestContext, upstreamHead: RequestHead, protocolName: String) {
+        self.proxy = proxy
+        self.handler = handler
+        self.eventLoop = eventLoop
+        self.plan = plan
+        self.request = request
+        self.upstreamHead = upstreamHead
+        self.protocolName = protocolName
+        if proxy.configuration.captureBodies { responseCapture = CapturedBody() }
+    }
+
+    /// Whether a client's request asks for an upgrade hookproxy carries: a bodiless HTTP/1.1 request with `Upgrade`
+    /// and the `upgrade` connection option (RFC 9110 §7.8: without it, `Upgrade` is a stray header, dropped).
+    /// Returns the protocol token (lower-cased, the first one offered).
+    static func upgradeToken(_ head: HTTPRequestHead, bodiless: Bool) -> String? {
+        guard bodiless, head.version == .http1_1, let value = head.headers.first(name: "upgrade"),
+              head.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "upgrade" })
+        else { return nil }
+        let token = value.split(separator: ",").first.map { $0.trimmingSpaces().lowercased() } ?? ""
+        return token.isEmpty ? nil : token
+    }
+
+    /// The head to send upstream: the client's (after rules) with its `Upgrade` and `Connection: Upgrade` back
+    /// (the classifier drops them as hop-by-hop) and its `Sec-WebSocket-*` headers unchanged.
+    static func restoringUpgrade(_ head: RequestHead, from client: HTTPRequestHead) -> RequestHead {
+        var head = head
+        if let upgrade = client.headers.first(name: "upgrade") {
+            head.headers.remove("Upgrade")
+            head.headers.add("Upgrade", upgrade)
+            head.headers.remove("Connection")
+            head.headers.add("Connection", "Upgrade")
+        }
+        return head
+    }
+
+    func start() {
+        proxy.connections.exchangeStarted()
+        let codec = EmbeddedChannel()
+        do {
+            try codec.pipeline.syncOperations.addHandler(HTTPRequestEncoder())
+            try codec.pipeline.syncOperations.addHandler(
+                ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes)))
+        } catch {
+            return fail(ProxyError(.internalError, "hookproxy: cannot set up the upgrade handshake: \(error)"))
+        }
+        self.codec = codec
+        let upstream = UpstreamRequest(head: upstreamHead, body: .none, settings: proxy.engine.settings,
+                                       trust: plan.trust, challenge: nil)
+        transfer = proxy.engine.connect(upstream, delegate: self, on: eventLoop)
+    }
+
+    /// The client went away before the relay took over.
+    func clientClosed() {
+        handler = nil
+        switch state {
+        case .connecting, .awaitingHead, .relayingResponse:
+            transfer?.cancel()
+            connection?.close()
+            finish(error: "client closed the connection")
+        case .upgraded, .done:
+            break
+        }
+    }
+
+    // MARK: - upstream
+
+    func upstreamConnected(_ connection: UpstreamConnection, _ outcome: UpstreamOutcome) {
+        self.outcome = outcome
+        guard case .connecting = state, handler != nil, let codec else {
+            connection.close()
+            return
+        }
+        self.connection = connection
+        state = .awaitingHead
+        var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: upstreamHead.method),
+                                   uri: upstreamHead.url.pathAndQuery, headers: upstreamHead.headers.nioHeaders)
+        head.headers.remove(name: "content-length")
+        do {
+            try codec.writeOutbound(HTTPClientRequestPart.head(head))
+            try codec.writeOutbound(HTTPClientRequestPart.end(nil))
+            while let bytes = try codec.readOutbound(as: ByteBuffer.self) { connection.write(bytes) }
+        } catch {
+            connection.close()
+            fail(ProxyError(.internalError, "hookproxy: cannot write the upgrade request: \(error)"))
+        }
+    }
+
+    func upstreamConnectFailed(_ outcome: UpstreamOutcome) {
+        self.outcome = outcome
+        fail(outcome.error ?? ProxyError(.upstreamFailed, "hookproxy: cannot connect to \(upstreamHead.url.authority)"))
+    }
+
+    func upstreamReceived(_ bytes: ByteBuffer) {
+        switch state {
+        case .awaitingHead, .relayingResponse:
+            parse(bytes)
+        case .upgraded:
+            relay?.upstreamReceived(bytes)
+        case .connecting, .done:
+            break
+        }
+    }
+
+    func upstreamWritable() {
+        if case .upgraded = state { relay?.upstreamWritable() }
+    }
+
+    func upstreamClosed(_ error: ProxyError?) {
+        switch state {
+        case .awaitingHead:
+            connection = nil
+            fail(error ?? ProxyError(.upstreamClosed, "hookproxy: upstream closed the connection \(upstreamHead.url.authority): before a complete response head"))
+        case .relayingResponse:
+            connection = nil
+            // A close-delimited body ends here; the decoder says whether the body was complete.
+            _ = try? codec?.finish()
+            finishResponse(error: error?.message)
+        case .upgraded:
+            relay?.upstreamClosed(error)
+        case .connecting, .done:
+            break
+        }
+    }
+
+    // MARK: - the server's answer
+
+    private func parse(_ bytes: ByteBuffer) {
+        guard let codec else { return }
+        do {
+            try codec.writeInbound(bytes)
+            while let part = try codec.readInbound(as: HTTPClientResponsePart.self) {
+                switch part {
+                case .head(let head):
+                    receive(head)
+                case .body(let buffer):
+                    writeBody(buffer)
+                case .end:
+                    if responseHead?.status == 101 { return switchProtocols() }
+                    finishResponse(error: nil)
+                    return
+                }
+            }
+        } catch {
+            connection?.close()
+            connection = nil
+            if case .relayingResponse = state { return finishResponse(error: "bad response body: \(error)") }
+            fail(ProxyError(.upstreamFailed, "hookproxy: bad response from \(upstreamHead.url.authority): \(error)"))
+        }
+    }
+
+    private func receive(_ nio: HTTPResponseHead) {
+        var head = ResponseHead(status: Int(nio.status.code), reason: nio.status.reasonPhrase,
+                                version: HTTPVersionNumber(nio.version), headers: HeaderFields(nio.headers))
+        if head.status != 101 {
+            HopByHop.strip(&head.headers)
+            head.headers.set("Connection", "close")
+            state = .relayingResponse
+        }
+        plan.editResponse(&head)
+        responseHead = head
+        guard head.status != 101 else { return }
+        handler?.send(.head(head.nioHead(version: request.head.version)))
+    }
+
+    private func writeBody(_ buffer: ByteBuffer) {
+        bodyBytes += buffer.readableBytes
+        responseCapture?.append(buffer, limit: proxy.limits.captureLimit)
+        handler?.send(.body(.byteBuffer(buffer)))
+        handler?.flush()
+    }
+
+    /// 101: the client gets the head, and the relay both connections (with whatever the server sent after it).
+    private func switchProtocols() {
+        guard let codec, let connection, let handler, let head = responseHead else { return }
+        var leftover: [ByteBuffer] = []
+        let decoder = try? codec.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPResponseDecoder>.self)
+        if let decoder { codec.pipeline.syncOperations.removeHandler(decoder, promise: nil) }
+        codec.embeddedEventLoop.run()  // the decoder leaves (handing over what followed the head) as a loop task
+        while let bytes = try? codec.readInbound(as: ByteBuffer.self) { leftover.append(bytes) }
+        _ = try? codec.finish()
+        self.codec = nil
+        state = .upgraded
+        let log = WebSocketLog(protocolName: protocolName, isOpening: true)
+        proxy.record(record(response: head, webSocket: log, error: nil))
+        let relay: any UpgradeRelay = protocolName == "websocket"
+            ? WebSocketSession(handshake: self, upstream: connection)
+            : RawUpgradeRelay(handshake: self, upstream: connection)
+        self.relay = relay
+        handler.becomeUpgraded(head: head.nioHead(version: request.head.version), install: { pipeline in
+            try relay.install(on: pipeline)
+        }, done: { [self] installed in
+            guard installed else {
+                relay.clientClosed()
+                return
+            }
+            for bytes in leftover { relay.upstreamReceived(bytes) }
+        })
+    }
+
+    // MARK: - the end
+
+    /// hookproxy's own answer (502, 504…) when no response came.
+    private func fail(_ error: ProxyError) {
+        guard let handler else { return finish(error: error.message) }
+        let local = LocalResponse.error(error)
+        var head = local.head
+        head.headers.set("Connection", "close")
+        responseHead = head
+        handler.send(.head(head.nioHead(version: request.head.version)))
+        handler.send(.body(.byteBuffer(ByteBuffer(bytes: local.body))))
+        bodyBytes = local.body.count
+        handler.upgradeRefused()
+        finish(error: error.message)
+    }
+
+    private func finishResponse(error: String?) {
+        connection?.close()
+        connection = nil
+        handler?.upgradeRefused()
+        finish(error: error)
+    }
+
+    private func finish(error: String?) {
+        if case .done = state { return }
+        state = .done
+        codec.map { _ = try? $0.finish() }
+        codec = nil
+        proxy.connections.exchangeEnded()
+        proxy.record(record(response: responseHead, webSocket: nil, error: error))
+    }
+
+    /// The session ended (the relay says how): the log gets the handshake's record with the session in it.
+    func sessionEnded(_ log: WebSocketLog, notes: [String] = []) {
+        guard case .upgraded = state else { return }
+        state = .done
+        connection = nil
+        relay = nil
+        proxy.connections.exchangeEnded()
+        let events = notes.map { HookEvent(hook: .body, action: $0) }
+        proxy.record(record(response: responseHead, webSocket: log, error: nil, events: events))
+    }
+
+    /// The server's 101 (or other answer) headers, once they arrived.
+    var responseHeaders: HeaderFields? { responseHead?.headers }
+
+    func record(response: ResponseHead?, webSocket: WebSocketLog?, error: String?, events: [HookEvent] = []) -> FlowRecord {
+        var flow = request.record(
+            id: proxy.makeFlowID(), response: response, bodySize: bodyBytes, events: plan.events + events,
+            responseBody: webSocket == nil ? responseCapture : nil,
+            hop: RequestContext.Hop(number: 0, start: request.start, upstreamRequest: upstreamHead,
+                                    url: request.clientHead?.url.description ?? upstreamHead.url.description,
+                                    requestBodySize: 0, requestBody: nil, outcome: outcome, rules: plan.firedRules,
+                                    error: error, secretValues: plan.secretValues))
+        flow.webSocket = webSocket
+        return flow
+    }
+}
+
+@available(*, unavailable)
+extension UpgradeHandshake: Sendable {}
+
+/// What carries an upgraded connection after the 101: installs its handlers on the client's pipeline (the HTTP
+/// handlers are gone), and hears the upstream connection's bytes through the handshake. Client connection's loop.
+protocol UpgradeRelay: AnyObject {
+    func install(on pipeline: ChannelPipeline.SynchronousOperations) throws
+    func upstreamReceived(_ bytes: ByteBuffer)
+    func upstreamWritable()
+    func upstreamClosed(_ error: ProxyError?)
+    /// The client connection could not be handed over (it closed meanwhile).
+    func clientClosed()
+}

@@ -1,0 +1,222 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import ProxyModel
+import ProxyRules
+import ProxyUpstream
+
+/// A WebSocket session after its 101: frames from the client (parsed by NIO's WebSocket decoder in the client's
+/// pipeline) go to the server, frames from the server (parsed by the same decoder, hosted in an `EmbeddedChannel`
+/// fed with the upstream connection's bytes) go to the client. Each frame is forwarded as it arrives, as it came
+/// (fragmentation, RSV bits, the client's masking key), unless a `websocket` rule edits that direction's text
+/// messages. Ping, pong and close frames pass both ways; a side that vanishes closes the other.
+///
+/// Backpressure: reading the client waits while the upstream connection holds more than `highWater` bytes; reading
+/// the server waits while the client's channel is not writable.
+///
+/// Threading: the client connection's event loop. It is the last handler of the client's pipeline.
+final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    static let maxFrameSize = 64 * 1024 * 1024
+    static let highWater = 1024 * 1024
+
+    private let handshake: UpgradeHandshake
+    private let upstream: UpstreamConnection
+    private var upstreamCodec: EmbeddedChannel?
+    private var context: ChannelHandlerContext?
+    private var log: WebSocketLog
+    private var capturedBytes = 0
+    private let captureLimit: Int
+    private var toServer: MessageFlow
+    private var toClient: MessageFlow
+    private var readPending = false
+    private var readPaused = false
+    private var ended = false
+
+    init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
+        self.handshake = handshake
+        self.upstream = upstream
+        self.log = WebSocketLog(protocolName: "websocket")
+        self.captureLimit = handshake.proxy.configuration.captureBodies ? handshake.proxy.limits.captureLimit : 0
+        let deflate = handshake.responseHeaders.flatMap {
+            DeflateAgreement(serverAnswer: $0.values(for: "sec-websocket-extensions"))
+        }
+        toServer = MessageFlow(direction: .send, transform: handshake.plan.webSocketToServer,
+                               inflater: deflate.map { MessageInflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) },
+                               keepLimit: captureLimit)
+        toClient = MessageFlow(direction: .receive, transform: handshake.plan.webSocketToClient,
+                               inflater: deflate.map { MessageInflater(windowBits: $0.serverWindowBits, noContextTakeover: $0.serverNoContextTakeover) },
+                               keepLimit: captureLimit)
+    }
+
+    // MARK: - setting up (after the 101 went out)
+
+    func install(on pipeline: ChannelPipeline.SynchronousOperations) throws {
+        let codec = EmbeddedChannel()
+        try codec.pipeline.syncOperations.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketSession.maxFrameSize)))
+        try codec.pipeline.syncOperations.addHandler(WebSocketFrameEncoder())
+        upstreamCodec = codec
+        try pipeline.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketSession.maxFrameSize)))
+        try pipeline.addHandler(WebSocketFrameEncoder())
+        try pipeline.addHandler(self)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // The HTTP handler held reading when the upgrade request ended: reading starts again here.
+        context.read()
+    }
+
+    // MARK: - client side
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        for out in process(frame, flow: &toServer) { sendUpstream(out) }
+        if upstream.bufferedBytes > WebSocketSession.highWater { readPaused = true }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if readPaused { readPending = true } else { context.read() }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { upstream.setReading(true) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        end(WebSocketLog.Close(code: nil, reason: "client closed the connection", by: .client))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A frame NIO cannot parse (too large, bad opcode): the session cannot go on.
+        handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): client frame error: \(error)")
+        end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the client: \(error)", by: .client))
+    }
+
+    func clientClosed() {
+        end(WebSocketLog.Close(code: nil, reason: "client closed the connection", by: .client))
+    }
+
+    // MARK: - server side
+
+    func upstreamReceived(_ bytes: ByteBuffer) {
+        guard let codec = upstreamCodec, let context else { return }
+        do {
+            try codec.writeInbound(bytes)
+            while let frame = try codec.readInbound(as: WebSocketFrame.self) {
+                for out in process(frame, flow: &toClient) { context.write(wrapOutboundOut(out), promise: nil) }
+            }
+        } catch {
+            end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(error)", by: .server))
+            return
+        }
+        context.flush()
+        if !context.channel.isWritable { upstream.setReading(false) }
+    }
+
+    func upstreamWritable() {
+        guard readPaused else { return }
+        readPaused = false
+        if readPending {
+            readPending = false
+            context?.read()
+        }
+    }
+
+    func upstreamClosed(_ error: ProxyError?) {
+        end(WebSocketLog.Close(code: nil, reason: error?.message ?? "server closed the connection", by: .server))
+    }
+
+    private func sendUpstream(_ frame: WebSocketFrame) {
+        guard let codec = upstreamCodec else { return }
+        do {
+            try codec.writeOutbound(frame)
+            while let bytes = try codec.readOutbound(as: ByteBuffer.self) { upstream.write(bytes) }
+        } catch {
+            end(WebSocketLog.Close(code: 1011, reason: "hookproxy: cannot write to the server: \(error)", by: .client))
+        }
+    }
+
+    // MARK: - frames
+
+    /// What to forward for `frame` (nothing while a message an edit waits for is incomplete), with the log updated.
+    private func process(_ frame: WebSocketFrame, flow: inout MessageFlow) -> [WebSocketFrame] {
+        let towardServer = flow.direction == .send
+        switch frame.opcode {
+        case .connectionClose:
+            if log.close == nil {
+                var data = frame.unmaskedData
+                let code = data.readInteger(as: UInt16.self).map(Int.init)
+                let reason = data.readString(length: data.readableBytes) ?? ""
+                log.close = WebSocketLog.Close(code: code, reason: reason, by: towardServer ? .client : .server)
+            }
+            return [WebSocketSession.forwardable(frame, towardServer: towardServer)]
+        case .ping, .pong:
+            return [WebSocketSession.forwardable(frame, towardServer: towardServer)]
+        default:
+            let result = flow.take(frame)
+            if let message = result.message { logMessage(message) }
+            return result.forward.map { WebSocketSession.forwardable($0, towardServer: towardServer) }
+        }
+    }
+
+    private func logMessage(_ message: MessageFlow.Complete) {
+        switch message.direction {
+        case .send:
+            log.sentMessages += 1
+            log.sentBytes += message.size
+        case .receive:
+            log.receivedMessages += 1
+            log.receivedBytes += message.size
+        }
+        // Message data counts against the capture limit per session; counts and sizes are always complete.
+        let room = max(0, captureLimit - capturedBytes)
+        let kept = Array(message.data.readableBytesView.prefix(room))
+        capturedBytes += kept.count
+        log.messages.append(WebSocketLog.Message(direction: message.direction, time: message.time, opcode: message.opcode,
+                                                 size: message.size, data: kept,
+                                                 truncated: message.truncated || kept.count < message.data.readableBytes))
+    }
+
+    /// The frame as it goes on: toward the server masked (with the client's key when it had one, so the bytes are
+    /// the client's), toward the client unmasked.
+    static func forwardable(_ frame: WebSocketFrame, towardServer: Bool) -> WebSocketFrame {
+        if !towardServer && frame.maskKey == nil { return frame }
+        // NIO's decoder leaves the data masked and its encoder masks: hand the encoder the plain data.
+        let key: WebSocketMaskingKey? = towardServer ? (frame.maskKey ?? .random()) : nil
+        return WebSocketFrame(fin: frame.fin, rsv1: frame.rsv1, rsv2: frame.rsv2, rsv3: frame.rsv3, opcode: frame.opcode,
+                              maskKey: key, data: frame.unmaskedData)
+    }
+
+    // MARK: - the end
+
+    /// Ends the session once: both connections close (what was written still goes out), the log gets its record.
+    private func end(_ close: WebSocketLog.Close) {
+        guard !ended else { return }
+        ended = true
+        if log.close == nil { log.close = close }
+        upstream.close()
+        upstreamCodec.map { _ = try? $0.finish() }
+        upstreamCodec = nil
+        if let context, context.channel.isActive {
+            // A zero-length write below the frame encoder completes after every frame queued before it.
+            if let encoder = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self) {
+                encoder.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
+                    context.close(promise: nil)
+                }
+            } else {
+                context.close(promise: nil)
+            }
+        }
+        handshake.sessionEnded(log, notes: toServer.notes + toClient.notes)
+    }
+}
+
+@available(*, unavailable)
+extension WebSocketSession: Sendable {}

@@ -1,0 +1,138 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOWebSocket
+
+/// A real WebSocket server on 127.0.0.1 (a free port) for tests, on SwiftNIO's WebSocket upgrader; with `tls`, wss.
+///
+/// It echoes every data message (text or binary, put back together from its frames) and answers a ping with a pong
+/// of the same data. Text commands: `close:CODE:REASON` — it sends that close frame and closes; `vanish` — it closes
+/// the TCP connection without a close frame. A client's close frame is answered with the same code, then it closes.
+/// Records each handshake's headers, the messages and bytes it received, and the close codes clients sent.
+///
+/// Thread safety: every member may be used from any thread; handlers run on NIO's event loops.
+public final class TestWebSocketServer: Sendable {
+    /// What the server saw.
+    public struct Records: Sendable {
+        public var handshakes: [HTTPHeaders] = []
+        public var messages = 0
+        public var messageBytes = 0
+        public var clientCloseCodes: [Int] = []
+        /// TCP connections accepted (a pin mismatch must leave this 0... or at least no handshake).
+        public var connections = 0
+    }
+
+    public let port: Int
+    private let channel: any Channel
+    private let state: NIOLockedValueBox<Records>
+
+    private init(port: Int, channel: any Channel, state: NIOLockedValueBox<Records>) {
+        self.port = port
+        self.channel = channel
+        self.state = state
+    }
+
+    public var records: Records { state.withLockedValue { $0 } }
+
+    public static func start(tls: TestTLSIdentity? = nil) async throws -> TestWebSocketServer {
+        let state = NIOLockedValueBox(Records())
+        let sslContext = try tls.map { try $0.makeServerContext(clientCA: nil) }
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                state.withLockedValue { $0.connections += 1 }
+                let upgrader = NIOWebSocketServerUpgrader(
+                    maxFrameSize: 16 * 1024 * 1024,
+                    shouldUpgrade: { channel, head in
+                        state.withLockedValue { $0.handshakes.append(head.headers) }
+                        return channel.eventLoop.makeSucceededFuture(HTTPHeaders([("X-Test-Server", "ws")]))
+                    },
+                    upgradePipelineHandler: { channel, _ in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(
+                                NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 10_000,
+                                                            maxAccumulatedFrameSize: 16 * 1024 * 1024))
+                            try channel.pipeline.syncOperations.addHandler(EchoHandler(state: state))
+                        }
+                    })
+                return channel.eventLoop.makeCompletedFuture {
+                    if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        guard let port = channel.localAddress?.port else { throw TestSupportError("TestWebSocketServer: no port") }
+        return TestWebSocketServer(port: port, channel: channel, state: state)
+    }
+
+    public static func with<T>(tls: TestTLSIdentity? = nil, _ body: (TestWebSocketServer) async throws -> T) async throws -> T {
+        let server = try await start(tls: tls)
+        do {
+            let result = try await body(server)
+            try? await server.channel.close()
+            return result
+        } catch {
+            try? await server.channel.close()
+            throw error
+        }
+    }
+}
+
+/// Echoes messages, answers pings and closes; see `TestWebSocketServer`.
+private final class EchoHandler: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+    let state: NIOLockedValueBox<TestWebSocketServer.Records>
+    private var closing = false
+
+    init(state: NIOLockedValueBox<TestWebSocketServer.Records>) { self.state = state }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        var payload = frame.unmaskedData
+        switch frame.opcode {
+        case .ping:
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: payload)), promise: nil)
+        case .connectionClose:
+            let code = payload.getInteger(at: payload.readerIndex, as: UInt16.self).map(Int.init)
+            state.withLockedValue { $0.clientCloseCodes.append(code ?? 1005) }
+            guard !closing else {
+                context.close(promise: nil)  // the client answered our close
+                return
+            }
+            closing = true
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)))
+                .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        case .text, .binary:
+            state.withLockedValue {
+                $0.messages += 1
+                $0.messageBytes += payload.readableBytes
+            }
+            if frame.opcode == .text, let text = payload.getString(at: payload.readerIndex, length: payload.readableBytes) {
+                if text == "vanish" {
+                    context.close(promise: nil)
+                    return
+                }
+                if text.hasPrefix("close:") {
+                    let parts = text.split(separator: ":", maxSplits: 2)
+                    var body = context.channel.allocator.buffer(capacity: 64)
+                    body.writeInteger(UInt16(parts.count > 1 ? Int(parts[1]) ?? 1000 : 1000))
+                    body.writeString(parts.count > 2 ? String(parts[2]) : "")
+                    closing = true
+                    context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: body)), promise: nil)
+                    return
+                }
+            }
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: frame.opcode, data: payload)), promise: nil)
+        default:
+            break
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

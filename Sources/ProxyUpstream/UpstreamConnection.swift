@@ -1,0 +1,184 @@
+internal import CCurl
+internal import CEpoll
+import NIOCore
+import ProxyModel
+
+/// What hears from an upstream connection that curl opened and handed over (`UpstreamEngine.connect`).
+///
+/// Every method is called on the event loop the connection was asked for, in order: `upstreamConnected` or
+/// `upstreamConnectFailed` once; after `upstreamConnected`, `upstreamReceived` any number of times, interleaved with
+/// `upstreamWritable`, then `upstreamClosed` at most once (not after the caller's own `close`). None may block.
+public protocol UpstreamConnectionDelegate: AnyObject {
+    /// Connected (and, for https, the server's chain judged by `trust` or curl): the outcome carries the timings
+    /// and the trust events. The connection starts reading at once.
+    func upstreamConnected(_ connection: UpstreamConnection, _ outcome: UpstreamOutcome)
+    /// Not connected: the outcome's error says why (DNS, refused, TLS, a trust rejection).
+    func upstreamConnectFailed(_ outcome: UpstreamOutcome)
+    /// Bytes from the server (TLS already removed).
+    func upstreamReceived(_ bytes: ByteBuffer)
+    /// Everything written so far is on its way (the backlog that `write` reported is gone).
+    func upstreamWritable()
+    /// The server closed its side (nil), or the connection failed (the error). The connection is closed.
+    func upstreamClosed(_ error: ProxyError?)
+}
+
+/// A connection to the server that curl made (DNS, `--upstream-proxy` tunnel, TLS with `trust`) and then handed
+/// over: bytes go out with `curl_easy_send` and come in with `curl_easy_recv`, when the socket watcher says the
+/// socket is ready, on the loop that asked for it. For the bytes of an upgraded protocol (WebSocket, others), which
+/// curl 7.88 cannot carry as a transfer.
+///
+/// Loop-bound: every method must be called on its event loop.
+public final class UpstreamConnection {
+    public let loop: any EventLoop
+    /// How many written bytes wait for the socket.
+    public private(set) var bufferedBytes = 0
+    weak var delegate: (any UpstreamConnectionDelegate)?
+    let socket: Int32
+    private let engine: LoopEngine
+    private var easy: CurlEasy?
+    private var pending = CircularBuffer<ByteBuffer>()
+    private var reading = true
+    private var registered = false
+    private var armed = false
+    private var scratch: ByteBuffer
+    static let readSize = 64 * 1024
+
+    init(engine: LoopEngine, easy: CurlEasy, socket: Int32, delegate: any UpstreamConnectionDelegate) {
+        self.engine = engine
+        self.loop = engine.loop
+        self.easy = easy
+        self.socket = socket
+        self.delegate = delegate
+        self.scratch = ByteBufferAllocator().buffer(capacity: UpstreamConnection.readSize)
+    }
+
+    public var isOpen: Bool { easy != nil }
+
+    /// Queues `bytes` for the server and sends what the socket takes now. Returns the bytes still waiting (call
+    /// `upstreamWritable` tells when they are gone).
+    @discardableResult
+    public func write(_ bytes: ByteBuffer) -> Int {
+        loop.preconditionInEventLoop()
+        guard isOpen, bytes.readableBytes > 0 else { return bufferedBytes }
+        pending.append(bytes)
+        bufferedBytes += bytes.readableBytes
+        sendPending()
+        return bufferedBytes
+    }
+
+    /// Stops (false) or restarts (true) reading from the server: backpressure from a slow client.
+    public func setReading(_ on: Bool) {
+        loop.preconditionInEventLoop()
+        guard isOpen, on != reading else { return }
+        reading = on
+        if on { receive() } else { arm() }
+    }
+
+    /// Closes the connection at once (queued bytes are dropped); the delegate hears nothing more.
+    public func close() {
+        loop.preconditionInEventLoop()
+        finish()
+    }
+
+    // MARK: - readiness (loop, from the engine)
+
+    func ready(events: UInt32, readable: Bool, writable: Bool) {
+        armed = false
+        guard isOpen else { return }
+        if writable || !pending.isEmpty { sendPending() }
+        guard isOpen else { return }
+        if readable && reading { receive() } else { arm() }
+    }
+
+    private func sendPending() {
+        guard let easy else { return }
+        let hadBacklog = bufferedBytes > 0
+        while var first = pending.first {
+            var sent = 0
+            let code = first.withUnsafeReadableBytes { bytes in
+                curl_easy_send(easy.handle, bytes.baseAddress, bytes.count, &sent)
+            }
+            if code == CURLE_AGAIN { break }
+            guard code == CURLE_OK else { return fail(code, "sending to") }
+            bufferedBytes -= sent
+            first.moveReaderIndex(forwardBy: sent)
+            if first.readableBytes == 0 {
+                pending.removeFirst()
+            } else {
+                pending[pending.startIndex] = first
+                if sent == 0 { break }
+            }
+        }
+        arm()
+        if hadBacklog && pending.isEmpty { delegate?.upstreamWritable() }
+    }
+
+    /// Reads what is there now (OpenSSL may hold decrypted bytes the socket no longer shows), up to a bound per
+    /// turn so one busy connection does not hold the loop; what remains wakes the socket again.
+    private func receive() {
+        var turns = 0
+        while reading, let easy, turns < 16 {
+            turns += 1
+            scratch.clear(minimumCapacity: UpstreamConnection.readSize)
+            var received = 0
+            let code = scratch.withUnsafeMutableWritableBytes { bytes in
+                curl_easy_recv(easy.handle, bytes.baseAddress, bytes.count, &received)
+            }
+            if code == CURLE_AGAIN { break }
+            guard code == CURLE_OK else { return fail(code, "receiving from") }
+            if received == 0 {
+                let delegate = self.delegate
+                finish()
+                delegate?.upstreamClosed(nil)
+                return
+            }
+            scratch.moveWriterIndex(forwardBy: received)
+            let bytes = scratch.readSlice(length: received)!
+            delegate?.upstreamReceived(bytes)
+        }
+        arm()
+    }
+
+    private func arm() {
+        guard isOpen, !armed else { return }
+        var events: UInt32 = 0
+        if reading { events |= hp_epollin() | hp_epollrdhup() }
+        if !pending.isEmpty { events |= hp_epollout() }
+        guard events != 0 else { return }
+        armed = true
+        engine.watch(self, events: events, isNew: !registered)
+        registered = true
+    }
+
+    private func fail(_ code: CURLcode, _ what: String) {
+        let reason = String(cString: curl_easy_strerror(code))
+        let delegate = self.delegate
+        finish()
+        delegate?.upstreamClosed(ProxyError(.upstreamClosed, "hookproxy: upstream connection failed \(what) the server: \(reason)"))
+    }
+
+    /// Frees curl's handle (which closes the connection) and stops watching the socket. Once.
+    func finish() {
+        guard let easy else { return }
+        self.easy = nil
+        pending.removeAll()
+        bufferedBytes = 0
+        engine.release(self, easy: easy)
+    }
+}
+
+@available(*, unavailable)
+extension UpstreamConnection: Sendable {}
+
+/// Stands in for a transfer's delegate while curl only connects: a failure goes to the connection's delegate.
+/// Loop-bound like the transfer (`@unchecked Sendable` only to sit where a transfer delegate sits).
+final class ConnectOnlyDelegate: UpstreamTransferDelegate, @unchecked Sendable {
+    let target: any UpstreamConnectionDelegate
+
+    init(_ target: any UpstreamConnectionDelegate) { self.target = target }
+
+    func didReceiveHead(_ head: ResponseHead) {}
+    func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow { .bytes(bytes.count) }
+    func provideRequestBody(into buffer: UnsafeMutableRawBufferPointer) -> BodyFlow { .end }
+    func didComplete(_ outcome: UpstreamOutcome) { target.upstreamConnectFailed(outcome) }
+}

@@ -1,0 +1,159 @@
+"""A WebSocket client for hookproxy's tests, on the `websockets` package (an implementation independent of ours).
+
+    ws_client.py PROXY_URL TARGET_URL SCENARIO [CA_FILE]
+
+It reaches TARGET_URL (ws:// or wss://) through PROXY_URL with CONNECT, as `websockets` does for proxies (the
+`absolute` scenario instead sends the handshake as an absolute-form GET http://… to the proxy, by hand). It prints
+one JSON object with what it saw, and exits 0 unless the client itself failed.
+"""
+import asyncio, base64, json, os, socket, ssl, struct, sys
+
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+proxy, target, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
+cafile = sys.argv[4] if len(sys.argv) > 4 else None
+out = {}
+
+
+def connect(**extra):
+    kwargs = dict(proxy=proxy, max_size=None, open_timeout=20, close_timeout=10, compression=None)
+    if target.startswith("wss://"):
+        kwargs["ssl"] = ssl.create_default_context(cafile=cafile)
+    kwargs.update(extra)
+    return websockets.connect(target, **kwargs)
+
+
+async def echo(ws):
+    await ws.send("hello text")
+    out["text"] = await ws.recv()
+    await ws.send(b"\x00\x01\x02binary\xff")
+    out["binary"] = base64.b64encode(await ws.recv()).decode()
+    await ws.send(["frag-", "ment", "ed"])          # one message in three frames
+    out["fragmented"] = await ws.recv()
+    pong = await ws.ping(b"are you there")
+    out["pong_latency"] = await asyncio.wait_for(pong, 20)
+    await ws.close(1000, "done")
+    out["close_code"] = ws.close_code
+
+
+async def main():
+    if scenario == "absolute":
+        return absolute()
+    if scenario == "many":
+        async def session(i):
+            async with connect() as ws:
+                for j in range(50):
+                    await ws.send(f"session {i} message {j}")
+                    assert await ws.recv() == f"session {i} message {j}"
+            return 50
+        results = await asyncio.gather(*(session(i) for i in range(30)))
+        out["messages"] = sum(results)
+        return
+    try:
+        if scenario == "echo":
+            async with connect() as ws:
+                out["response_headers"] = dict(ws.response.headers)
+                await echo(ws)
+        elif scenario == "deflate":
+            # Its own server (the `websockets` one, which negotiates permessage-deflate), on TLS with the
+            # certificate and key in WS_SERVER_CERT / WS_SERVER_KEY, on a free port: TARGET's port is ignored.
+            global target
+            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
+
+            async def echo_handler(ws):
+                async for message in ws:
+                    await ws.send(message)
+            server = await websockets.serve(echo_handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
+            port = server.sockets[0].getsockname()[1]
+            target = f"wss://localhost:{port}/deflate"
+            out["port"] = port
+            async with connect(compression="deflate") as ws:
+                out["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
+                for text in ["compressed hello " * 20, "and again " * 30]:
+                    await ws.send(text)
+                    out.setdefault("replies", []).append(await ws.recv() == text)
+                await ws.close(1000)
+            server.close()
+        elif scenario == "big":
+            async with connect() as ws:
+                text = ("0123456789abcdef" * (4 * 1024 * 1024 // 16))
+                await ws.send(text)
+                out["big_equal"] = (await ws.recv()) == text
+                data = os.urandom(4 * 1024 * 1024)
+                await ws.send([data[:1000000], data[1000000:3000000], data[3000000:]])
+                out["big_binary_equal"] = (await ws.recv()) == data
+                await ws.close(1000)
+        elif scenario == "json":
+            async with connect() as ws:
+                await ws.send('{"action": "hello"}')
+                out["reply"] = await ws.recv()
+                await ws.send(b"\x01binary stays")
+                out["binary_reply"] = base64.b64encode(await ws.recv()).decode()
+                await ws.close(1000)
+        elif scenario == "server-close":
+            async with connect() as ws:
+                await ws.send("close:4001:server says bye")
+                try:
+                    await asyncio.wait_for(ws.recv(), 20)
+                except ConnectionClosed as closed:
+                    out["code"] = closed.rcvd.code if closed.rcvd else None
+                    out["reason"] = closed.rcvd.reason if closed.rcvd else None
+        elif scenario == "client-close":
+            async with connect() as ws:
+                await ws.close(4001, "client says bye")
+                out["code"] = ws.close_code
+                out["reason"] = ws.close_reason
+        elif scenario == "vanish":
+            async with connect() as ws:
+                await ws.send("vanish")
+                try:
+                    await asyncio.wait_for(ws.recv(), 20)
+                except ConnectionClosed as closed:
+                    out["received_close_frame"] = closed.rcvd is not None
+        else:
+            raise SystemExit(f"unknown scenario {scenario}")
+    except Exception as error:  # reported, not raised: the test reads it
+        out["error"] = f"{type(error).__name__}: {error}"
+
+
+def absolute():
+    """The handshake as an absolute-form request to the proxy (`GET http://host/path`), then one echo and a close."""
+    host, port = proxy.split("//")[1].split(":")
+    s = socket.create_connection((host, int(port)), timeout=20)
+    http_target = "http" + target[2:]
+    authority = target.split("/")[2]
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET {http_target} HTTP/1.1\r\nHost: {authority}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: chat\r\n\r\n").encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    out["head"] = head.decode(errors="replace")
+
+    def frame(opcode, payload):
+        mask = os.urandom(4)
+        n = len(payload)
+        length = bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack(">H", n)
+        return bytes([0x80 | opcode]) + length + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+    s.sendall(frame(1, b"absolute hello"))
+    while len(rest) < 2 or len(rest) < 2 + (rest[1] & 0x7F):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        rest += chunk
+    out["echo"] = rest[2:2 + (rest[1] & 0x7F)].decode(errors="replace") if len(rest) >= 2 else None
+    s.sendall(frame(8, struct.pack(">H", 1000) + b"bye"))
+    reply = s.recv(4096)
+    out["close_reply"] = list(reply[:4])
+    s.close()
+
+
+asyncio.run(main())
+print(json.dumps(out))

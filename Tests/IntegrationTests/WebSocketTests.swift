@@ -1,0 +1,312 @@
+import Foundation
+import ProxyLog
+import ProxyModel
+import ProxyRules
+import ProxyServer
+import ProxyTestSupport
+import Testing
+
+/// WebSocket through hookproxy (issue 15): a real server (SwiftNIO's WebSocket upgrader, `TestWebSocketServer`)
+/// and a real, independent client (Python's `websockets`, `Scripts/ws_client.py`), through the proxy in process.
+@Suite("WebSocket (issue 15)", .timeLimit(.minutes(3)))
+struct WebSocketTests {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Scripts/ws_client.py").path
+
+    /// Runs the client script and returns its JSON object.
+    static func client(_ proxy: ProxyHarness, _ target: String, _ scenario: String, ca: String? = nil,
+                       timeout: Duration = .seconds(90)) async throws -> [String: Any] {
+        let run = try await Hooks.run(LogFiles.python, [script, proxy.proxyURL, target, scenario] + (ca.map { [$0] } ?? []),
+                                      timeout: timeout)
+        guard run.exitCode == 0, let line = run.stdout.split(separator: "\n").last,
+              let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+            throw TestSupportError("ws_client.py \(scenario) failed (\(run.exitCode)): \(run.stdout) \(run.stderr)")
+        }
+        return object
+    }
+
+    /// The session's record (the one written at its end), waiting for it.
+    static func sessionRecord(_ proxy: ProxyHarness) async -> FlowRecord? {
+        let found = await eventually(timeout: .seconds(20)) {
+            proxy.recorder.records.contains { $0.webSocket != nil && $0.webSocket?.isOpening == false }
+        }
+        guard found else { return nil }
+        return proxy.recorder.records.first { $0.webSocket != nil && $0.webSocket?.isOpening == false }
+    }
+
+    @Test("ws:// as an absolute-form request: 101 with the client's handshake headers, an echo, a close")
+    func absoluteForm() async throws {
+        try await TestWebSocketServer.with { server in
+            try await withProxy { proxy in
+                let out = try await Self.client(proxy, "ws://127.0.0.1:\(server.port)/chat", "absolute")
+                let head = out["head"] as? String ?? ""
+                #expect(head.hasPrefix("HTTP/1.1 101"), "\(out)")
+                #expect(head.lowercased().contains("sec-websocket-accept:"), "\(head)")
+                #expect(head.contains("X-Test-Server: ws"), "\(head)")
+                #expect(out["echo"] as? String == "absolute hello", "\(out)")
+                #expect((out["close_reply"] as? [Int])?.first == 0x88, "a close frame came back: \(out)")
+                let handshake = try #require(server.records.handshakes.first)
+                #expect(handshake.first(name: "Sec-WebSocket-Protocol") == "chat", "the client's headers reach the server unchanged")
+                #expect(handshake.first(name: "Upgrade")?.lowercased() == "websocket")
+                let record = try #require(await Self.sessionRecord(proxy))
+                #expect(record.response?.status == 101)
+                #expect(record.webSocket?.messages.map(\.direction) == [.send, .receive])
+                #expect(record.webSocket?.close?.code == 1000)
+                #expect(record.webSocket?.close?.by == .client)
+            }
+        }
+    }
+
+    @Test("through a blind CONNECT tunnel: text, binary, fragmented, ping/pong and close all reach the server")
+    func blindTunnel() async throws {
+        try await TestWebSocketServer.with { server in
+            try await withProxy { proxy in
+                let out = try await Self.client(proxy, "ws://127.0.0.1:\(server.port)/", "echo")
+                #expect(out["error"] == nil, "\(out)")
+                #expect(out["text"] as? String == "hello text")
+                #expect(out["binary"] as? String == Data([0, 1, 2] + Array("binary".utf8) + [0xFF]).base64EncodedString())
+                #expect(out["fragmented"] as? String == "frag-mented")
+                #expect(out["close_code"] as? Int == 1000)
+                #expect(server.records.messages == 3)
+            }
+        }
+    }
+
+    @Test("wss in an intercepted tunnel: every frame kind, the console lines, the JSONL and HAR session")
+    func intercepted() async throws {
+        let ca = TestCA.shared
+        try await TestWebSocketServer.with(tls: ca.identity([ca.leaf, ca.intermediate])) { server in
+            try await withInterceptingProxy({ $0.captureBodies = true }) { proxy, caPath in
+                let out = try await Self.client(proxy, "wss://localhost:\(server.port)/live", "echo", ca: caPath)
+                #expect(out["error"] == nil, "\(out)")
+                #expect(out["text"] as? String == "hello text")
+                #expect(out["fragmented"] as? String == "frag-mented")
+                #expect(out["close_code"] as? Int == 1000)
+                let record = try #require(await Self.sessionRecord(proxy))
+                let session = try #require(record.webSocket)
+                #expect(record.url == "https://localhost:\(server.port)/live", "the files keep the handshake's URL")
+                #expect(Hooks.eventTexts([record]).contains("intercepted"))
+                #expect(session.sentMessages == 3 && session.receivedMessages == 3, "\(session)")
+                #expect(session.messages.first?.data == Array("hello text".utf8))
+                #expect(session.messages.contains { $0.opcode == 2 && $0.direction == .receive })
+                let opening = proxy.recorder.records.first { $0.webSocket?.isOpening == true }
+                let openLine = ConsoleLog.line(for: try #require(opening))
+                #expect(openLine.contains("101 GET wss://localhost:\(server.port)/live"), "\(openLine)")
+                #expect(openLine.hasSuffix("websocket"), "\(openLine)")
+                let closeLine = ConsoleLog.line(for: record)
+                #expect(closeLine.contains("websocket closed 1000 ↑3 msgs"), "\(closeLine)")
+                #expect(closeLine.contains("↓3 msgs"), "\(closeLine)")
+                let jsonl = JSONLWriter.line(for: record)
+                #expect(jsonl.contains(#""websocket":{"protocol":"websocket","messages":[{"direction":"send""#), "\(jsonl)")
+                let har = HARWriter.entryJSON(for: record)
+                #expect(har.contains(#""_resourceType":"websocket""#), "\(har)")
+                #expect(har.contains(#""_webSocketMessages":[{"type":"send","time":"#), "\(har)")
+            }
+        }
+    }
+
+    @Test("4 MiB messages both ways, text whole and binary in three fragments")
+    func bigMessages() async throws {
+        try await Self.intercepted { server, proxy, ca in
+                let out = try await Self.client(proxy, "wss://localhost:\(server.port)/", "big", ca: ca)
+                #expect(out["error"] == nil, "\(out)")
+                #expect(out["big_equal"] as? Bool == true)
+                #expect(out["big_binary_equal"] as? Bool == true)
+        }
+    }
+
+    @Test("close with 4001 and a reason from the server reaches the client, and the log says who closed")
+    func serverClose() async throws {
+        try await Self.intercepted { server, proxy, ca in
+            let out = try await Self.client(proxy, "wss://localhost:\(server.port)/", "server-close", ca: ca)
+            #expect(out["code"] as? Int == 4001, "\(out)")
+            #expect(out["reason"] as? String == "server says bye")
+            let record = try #require(await Self.sessionRecord(proxy))
+            #expect(record.webSocket?.close == WebSocketLog.Close(code: 4001, reason: "server says bye", by: .server))
+        }
+    }
+
+    @Test("close with 4001 and a reason from the client reaches the server, whose answer comes back")
+    func clientClose() async throws {
+        try await Self.intercepted { server, proxy, ca in
+                let out = try await Self.client(proxy, "wss://localhost:\(server.port)/", "client-close", ca: ca)
+                #expect(out["code"] as? Int == 4001, "\(out)")
+                #expect(out["reason"] as? String == "client says bye")
+                #expect(server.records.clientCloseCodes == [4001])
+        }
+    }
+
+    @Test("a server that vanishes without a close frame closes the client's connection")
+    func serverVanishes() async throws {
+        try await Self.intercepted { server, proxy, ca in
+            let out = try await Self.client(proxy, "wss://localhost:\(server.port)/", "vanish", ca: ca, timeout: .seconds(60))
+            #expect(out["received_close_frame"] as? Bool == false, "\(out)")
+            let record = try #require(await Self.sessionRecord(proxy))
+            #expect(record.webSocket?.close?.code == nil)
+            #expect(record.webSocket?.close?.by == .server)
+        }
+    }
+
+    @Test("30 concurrent sessions × 50 messages")
+    func concurrentSessions() async throws {
+        try await Self.intercepted { server, proxy, ca in
+                let out = try await Self.client(proxy, "wss://localhost:\(server.port)/", "many", ca: ca, timeout: .seconds(150))
+                #expect(out["messages"] as? Int == 1500, "\(out)")
+                #expect(server.records.messages == 1500)
+        }
+    }
+
+    @Test("websocket rules: match.websocket narrows to handshakes, to_server edits JSON text, to_client replaces text, binary passes")
+    func rules() async throws {
+        let rules = """
+            - name: ws-only
+              match: { host: localhost, websocket: true }
+              request: { set_headers: { X-Handshake-Rule: "yes" } }
+              websocket:
+                to_server: { json: { set: { via: "hookproxy" } } }
+                to_client: { replace: [ { text: "hello", with: "HELLO" } ] }
+            - name: never-ws
+              match: { host: localhost, websocket: false }
+              request: { set_headers: { X-Not-WS: "yes" } }
+            """
+        try await Self.intercepted(rules: rules) { server, proxy, ca in
+            let out = try await Self.client(proxy, "wss://localhost:\(server.port)/", "json", ca: ca)
+            #expect(out["error"] == nil, "\(out)")
+            // to_server added the member (the server echoed the edited text), to_client then replaced "hello"
+            let reply = out["reply"] as? String ?? ""
+            #expect(reply.contains(#""via":"hookproxy""#), "\(reply)")
+            #expect(reply.contains("HELLO") && !reply.contains("hello"), "\(reply)")
+            #expect(out["binary_reply"] as? String == Data([1] + Array("binary stays".utf8)).base64EncodedString())
+            let handshake = try #require(server.records.handshakes.first)
+            #expect(handshake.first(name: "X-Handshake-Rule") == "yes")
+            #expect(handshake.first(name: "X-Not-WS") == nil)
+            let record = try #require(await Self.sessionRecord(proxy))
+            #expect(record.rules == ["trust-test-root", "ws-only"], "\(record.rules)")
+        }
+    }
+
+    @Test("a pin mismatch on the WebSocket upstream: 502 to the client, and no handshake reaches the server")
+    func pinMismatch() async throws {
+        let directory = try TemporaryDirectory()
+        let wrongPin = try directory.writePEM([TestCA.shared.selfSigned], to: "other.pem")
+        let ca = TestCA.shared
+        try await TestWebSocketServer.with(tls: ca.identity([ca.leaf, ca.intermediate])) { server in
+            let store = try Hooks.store(directory, """
+                rules:
+                  - name: pinned
+                    match: { host: localhost }
+                    trust: { pinning: certificate, certificates: [\(wrongPin)] }
+                """)
+            try await withHookProxy(rules: store, { configuration in
+                configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
+                configuration.caDirectory = directory.path + "/ca"
+            }) { proxy in
+                let caPath = try proxy.server.certificateAuthority().certificatePath
+                let out = try await Self.client(proxy, "wss://localhost:\(server.port)/", "echo", ca: caPath)
+                #expect((out["error"] as? String ?? "").contains("502"), "\(out)")
+                #expect(server.records.handshakes.isEmpty, "no byte of the handshake reached the server")
+                let records = await Hooks.records(proxy)
+                #expect(records.first?.response?.status == 502)
+                #expect(Hooks.eventTexts(records).contains { $0.contains("trust rejected") }, "\(Hooks.eventTexts(records))")
+            }
+        }
+    }
+
+    @Test("permessage-deflate stays on end to end (Python's websockets both sides), and the log shows the messages inflated")
+    func deflate() async throws {
+        let ca = TestCA.shared
+        let directory = try TemporaryDirectory()
+        let cert = try directory.writePEM([ca.leaf, ca.intermediate], to: "server.pem")
+        try directory.write(ca.leaf.privateKeyPEM, to: "server.key")
+        try await Self.intercepted(capture: true) { _, proxy, caPath in
+            setenv("WS_SERVER_CERT", cert, 1)
+            setenv("WS_SERVER_KEY", directory.path + "/server.key", 1)
+            let out = try await Self.client(proxy, "wss://localhost:1/", "deflate", ca: caPath)
+            #expect(out["error"] == nil, "\(out)")
+            #expect((out["extensions"] as? String ?? "").contains("permessage-deflate"), "\(out)")
+            #expect(out["replies"] as? [Bool] == [true, true], "\(out)")
+            let record = try #require(await Self.sessionRecord(proxy))
+            let texts = record.webSocket?.messages.map { String(decoding: $0.data, as: UTF8.self) } ?? []
+            #expect(texts == ["compressed hello " * 20, "compressed hello " * 20, "and again " * 30, "and again " * 30],
+                    "\(texts.map { $0.prefix(40) })")
+        }
+    }
+
+    /// A TLS WebSocket server and a proxy that intercepts `localhost`, trusting the test CA upstream (plus `rules`).
+    static func intercepted(rules: String = "", capture: Bool = false,
+                            _ body: (TestWebSocketServer, ProxyHarness, String) async throws -> Void) async throws {
+        let ca = TestCA.shared
+        let directory = try TemporaryDirectory()
+        let root = try directory.writePEM([ca.root], to: "R.pem")
+        let store = try Hooks.store(directory, """
+            rules:
+              - name: trust-test-root
+                match: { host: localhost }
+                trust: { ca_file: \(root) }
+            \(rules.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+            """)
+        try await TestWebSocketServer.with(tls: ca.identity([ca.leaf, ca.intermediate])) { server in
+            try await withHookProxy(rules: store, { configuration in
+                configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
+                configuration.caDirectory = directory.path + "/ca"
+                configuration.captureBodies = capture
+            }) { proxy in
+                try await body(server, proxy, try proxy.server.certificateAuthority().certificatePath)
+            }
+        }
+    }
+}
+
+private func * (text: String, count: Int) -> String { String(repeating: text, count: count) }
+
+/// Upgrades that are not WebSocket, and handshakes the server refuses.
+@Suite("Other upgrades (issue 15)", .timeLimit(.minutes(2)))
+struct OtherUpgradeTests {
+    @Test("another Upgrade accepted with 101 is relayed as raw bytes both ways, and logged as such")
+    func rawRelay() async throws {
+        let script: [MisbehavingOrigin.Step] = [
+            .text("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x-raw\r\nConnection: Upgrade\r\n\r\nserver-hello"), .hang]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send("GET http://127.0.0.1:\(origin.port)/raw HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\nUpgrade: x-raw\r\nConnection: Upgrade\r\n\r\n")
+                let response = try await client.readResponse()
+                #expect(response.status == 101)
+                #expect(response.header("Upgrade") == "x-raw")
+                #expect(try await client.read(atLeast: 12) == Array("server-hello".utf8))
+                try await client.send("client-bytes\u{0}\u{1}")
+                let arrived = await eventually(timeout: .seconds(10)) {
+                    String(decoding: origin.received, as: UTF8.self).contains("client-bytes\u{0}\u{1}")
+                }
+                #expect(arrived, "the client's bytes reach the server after the 101")
+                let head = String(decoding: origin.received, as: UTF8.self)
+                #expect(head.contains("Upgrade: x-raw") && head.contains("Connection: Upgrade"), "\(head)")
+                client.close()
+                let record = await eventually(timeout: .seconds(10)) {
+                    proxy.recorder.records.contains { $0.webSocket?.isOpening == false }
+                }
+                #expect(record)
+                let session = proxy.recorder.records.first { $0.webSocket?.isOpening == false }?.webSocket
+                #expect(session?.protocolName == "x-raw")
+                #expect(session?.sentBytes == 14 && session?.receivedBytes == 12, "\(String(describing: session))")
+            }
+        }
+    }
+
+    @Test("a handshake the server refuses (403) reaches the client as the server sent it, and the connection closes")
+    func refused() async throws {
+        try await withOrigin { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send("GET http://127.0.0.1:\(origin.port)/status/403 HTTP/1.1\r\nHost: 127.0.0.1:\(origin.port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+                let response = try await client.readResponse()
+                #expect(response.status == 403)
+                #expect(response.bodyText == "status 403\n", "\(response.bodyText)")
+                #expect(await client.waitForClose())
+                let records = await Hooks.records(proxy)
+                #expect(records.first?.response?.status == 403)
+                #expect(records.first?.webSocket == nil)
+            }
+        }
+    }
+}
