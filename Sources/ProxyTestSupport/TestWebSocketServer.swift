@@ -9,7 +9,9 @@ import NIOWebSocket
 ///
 /// It echoes every data message (text or binary, put back together from its frames) and answers a ping with a pong
 /// of the same data. Text commands: `close:CODE:REASON` — it sends that close frame and closes; `vanish` — it closes
-/// the TCP connection without a close frame. A client's close frame is answered with the same code, then it closes.
+/// the TCP connection without a close frame; `flood:COUNT:SIZE` — it sends COUNT binary messages of SIZE bytes, each
+/// only while its socket takes more (`records.floodSent` counts them: a reader that stalls, stalls it). A client's
+/// close frame is answered with the same code, then it closes.
 /// Records each handshake's headers, the messages and bytes it received, and the close codes clients sent.
 ///
 /// Thread safety: every member may be used from any thread; handlers run on NIO's event loops.
@@ -22,6 +24,8 @@ public final class TestWebSocketServer: Sendable {
         public var clientCloseCodes: [Int] = []
         /// TCP connections accepted (a pin mismatch must leave this 0... or at least no handshake).
         public var connections = 0
+        /// Messages a `flood:` command has handed to the socket so far.
+        public var floodSent = 0
     }
 
     public let port: Int
@@ -87,12 +91,13 @@ private final class EchoHandler: ChannelInboundHandler {
     typealias OutboundOut = WebSocketFrame
     let state: NIOLockedValueBox<TestWebSocketServer.Records>
     private var closing = false
+    private var flood: (left: Int, size: Int)?
 
     init(state: NIOLockedValueBox<TestWebSocketServer.Records>) { self.state = state }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        var payload = frame.unmaskedData
+        let payload = frame.unmaskedData
         switch frame.opcode {
         case .ping:
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: payload)), promise: nil)
@@ -116,6 +121,12 @@ private final class EchoHandler: ChannelInboundHandler {
                     context.close(promise: nil)
                     return
                 }
+                if text.hasPrefix("flood:") {
+                    let parts = text.split(separator: ":")
+                    flood = (parts.count > 1 ? Int(parts[1]) ?? 0 : 0, parts.count > 2 ? Int(parts[2]) ?? 1024 : 1024)
+                    continueFlood(context: context)
+                    return
+                }
                 if text.hasPrefix("close:") {
                     let parts = text.split(separator: ":", maxSplits: 2)
                     var body = context.channel.allocator.buffer(capacity: 64)
@@ -129,6 +140,20 @@ private final class EchoHandler: ChannelInboundHandler {
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: frame.opcode, data: payload)), promise: nil)
         default:
             break
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { continueFlood(context: context) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func continueFlood(context: ChannelHandlerContext) {
+        while let current = flood, current.left > 0, context.channel.isWritable {
+            flood = (current.left - 1, current.size)
+            let data = context.channel.allocator.buffer(repeating: 0x61, count: current.size)
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: data)), promise: nil)
+            state.withLockedValue { $0.floodSent += 1 }
         }
     }
 

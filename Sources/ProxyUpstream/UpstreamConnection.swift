@@ -113,11 +113,16 @@ public final class UpstreamConnection {
         if hadBacklog && pending.isEmpty { delegate?.upstreamWritable() }
     }
 
-    /// Reads what is there now (OpenSSL may hold decrypted bytes the socket no longer shows), up to a bound per
-    /// turn so one busy connection does not hold the loop; what remains wakes the socket again.
+    /// Reads what is there now, up to a bound per turn so one busy connection does not hold the loop. Reading
+    /// stops at `CURLE_AGAIN`; when the bound stops it instead, the rest is read on the loop's next turn, not when
+    /// the socket wakes: OpenSSL may already hold the decrypted bytes, and the socket then never wakes for them.
     private func receive() {
         var turns = 0
-        while reading, let easy, turns < 16 {
+        while reading, let easy {
+            guard turns < 16 else {
+                loop.assumeIsolated().execute { [self] in if reading && isOpen { receive() } }
+                return
+            }
             turns += 1
             scratch.clear(minimumCapacity: UpstreamConnection.readSize)
             var received = 0

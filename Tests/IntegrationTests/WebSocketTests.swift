@@ -147,6 +147,35 @@ struct WebSocketTests {
         }
     }
 
+    @Test("an open session outlives --idle-timeout (it applies to HTTP, not to an open WebSocket)")
+    func idleTimeoutDoesNotApply() async throws {
+        try await Self.intercepted(configure: { $0.limits.clientIdleTimeoutMs = 1000 }) { server, proxy, ca in
+            let out = try await Self.client(proxy, "wss://localhost:\(server.port)/", "idle", ca: ca)
+            #expect(out["error"] == nil, "\(out)")
+            #expect(out["reply"] as? String == "still here")
+        }
+    }
+
+    @Test("a client that stops reading stalls the server (backpressure through the proxy), and then gets every byte")
+    func slowReader() async throws {
+        try await Self.intercepted { server, proxy, ca in
+            let run = Task { try await Self.client(proxy, "wss://localhost:\(server.port)/", "slow-reader", ca: ca)["received_bytes"] as? Int }
+            // While the client reads nothing (4 s), the server may fill the socket buffers and hookproxy's bounded
+            // backlog, not send 25 MiB: measured once the flood stopped moving.
+            #expect(await eventually(timeout: .seconds(20)) { server.records.floodSent > 0 })
+            var last = -1
+            _ = await eventually(timeout: .seconds(3), interval: .milliseconds(300)) {
+                let now = server.records.floodSent
+                defer { last = now }
+                return now == last
+            }
+            let stalledAt = server.records.floodSent
+            #expect(stalledAt < 400, "the server sent every message while the client read none: nothing held it back")
+            let received = try await run.value
+            #expect(received == 400 * 65536)
+        }
+    }
+
     @Test("30 concurrent sessions × 50 messages")
     func concurrentSessions() async throws {
         try await Self.intercepted { server, proxy, ca in
@@ -234,6 +263,7 @@ struct WebSocketTests {
 
     /// A TLS WebSocket server and a proxy that intercepts `localhost`, trusting the test CA upstream (plus `rules`).
     static func intercepted(rules: String = "", capture: Bool = false,
+                            configure: (inout ProxyConfiguration) -> Void = { _ in },
                             _ body: (TestWebSocketServer, ProxyHarness, String) async throws -> Void) async throws {
         let ca = TestCA.shared
         let directory = try TemporaryDirectory()
@@ -250,6 +280,7 @@ struct WebSocketTests {
                 configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
                 configuration.caDirectory = directory.path + "/ca"
                 configuration.captureBodies = capture
+                configure(&configuration)
             }) { proxy in
                 try await body(server, proxy, try proxy.server.certificateAuthority().certificatePath)
             }

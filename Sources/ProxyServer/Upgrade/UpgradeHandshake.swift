@@ -229,6 +229,8 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         _ = try? codec.finish()
         self.codec = nil
         state = .upgraded
+        // The HTTP exchange is over: shutdown does not wait for an open session (nor for a tunnel) to end.
+        proxy.connections.exchangeEnded()
         let log = WebSocketLog(protocolName: protocolName, isOpening: true)
         proxy.record(record(response: head, webSocket: log, error: nil))
         let relay: any UpgradeRelay = protocolName == "websocket"
@@ -237,7 +239,7 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         self.relay = relay
         handler.becomeUpgraded(head: head.nioHead(version: request.head.version), install: { pipeline in
             try relay.install(on: pipeline)
-        }, done: { [self] installed in
+        }, done: { installed in
             guard installed else {
                 relay.clientClosed()
                 return
@@ -284,7 +286,6 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         state = .done
         connection = nil
         relay = nil
-        proxy.connections.exchangeEnded()
         let events = notes.map { HookEvent(hook: .body, action: $0) }
         proxy.record(record(response: responseHead, webSocket: log, error: nil, events: events))
     }

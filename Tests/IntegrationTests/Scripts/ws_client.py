@@ -17,7 +17,9 @@ out = {}
 
 
 def connect(**extra):
-    kwargs = dict(proxy=proxy, max_size=None, open_timeout=20, close_timeout=10, compression=None)
+    # no keepalive pings of its own: a loaded machine must not turn a slow pong into a failure (the echo
+    # scenario pings on purpose)
+    kwargs = dict(proxy=proxy, max_size=None, open_timeout=20, close_timeout=10, compression=None, ping_interval=None)
     if target.startswith("wss://"):
         kwargs["ssl"] = ssl.create_default_context(cafile=cafile)
     kwargs.update(extra)
@@ -84,6 +86,21 @@ async def main():
                 data = os.urandom(4 * 1024 * 1024)
                 await ws.send([data[:1000000], data[1000000:3000000], data[3000000:]])
                 out["big_binary_equal"] = (await ws.recv()) == data
+                await ws.close(1000)
+        elif scenario == "slow-reader":
+            async with connect() as ws:
+                await ws.send("flood:400:65536")
+                await asyncio.sleep(4)                       # reads nothing: the proxy must stop reading the server
+                total = 0
+                for _ in range(400):
+                    total += len(await asyncio.wait_for(ws.recv(), 30))
+                out["received_bytes"] = total
+                await ws.close(1000)
+        elif scenario == "idle":
+            async with connect() as ws:
+                await asyncio.sleep(2.5)                     # longer than the proxy's idle timeout in the test
+                await ws.send("still here")
+                out["reply"] = await ws.recv()
                 await ws.close(1000)
         elif scenario == "json":
             async with connect() as ws:
