@@ -40,6 +40,7 @@ public final class UpstreamConnection {
     private var reading = true
     private var registered = false
     private var armed = false
+    private var armedEvents: UInt32 = 0
     private var scratch: ByteBuffer
     static let readSize = 64 * 1024
 
@@ -144,13 +145,17 @@ public final class UpstreamConnection {
         arm()
     }
 
+    /// Watches the socket (one-shot) for what is wanted now: reading unless paused, writing while bytes wait. An
+    /// armed watch is changed when what is wanted changed (bytes queued while it waited for input only must also
+    /// wake it when the socket takes more, or a peer that waits for those bytes never answers).
     private func arm() {
-        guard isOpen, !armed else { return }
+        guard isOpen else { return }
         var events: UInt32 = 0
         if reading { events |= hp_epollin() | hp_epollrdhup() }
         if !pending.isEmpty { events |= hp_epollout() }
-        guard events != 0 else { return }
+        guard events != 0, !armed || events != armedEvents else { return }
         armed = true
+        armedEvents = events
         engine.watch(self, events: events, isNew: !registered)
         registered = true
     }

@@ -15,8 +15,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     private let upstream: UpstreamConnection
     private var context: ChannelHandlerContext?
     private var log: WebSocketLog
-    private var readPaused = false
-    private var readPending = false
+    private var reads = ReadGate()
     private var ended = false
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
@@ -38,11 +37,11 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = unwrapInboundIn(data)
         log.sentBytes += bytes.readableBytes
-        if upstream.write(bytes) > WebSocketSession.highWater { readPaused = true }
+        if upstream.write(bytes) > WebSocketSession.highWater { reads.pause() }
     }
 
     func read(context: ChannelHandlerContext) {
-        if readPaused { readPending = true } else { context.read() }
+        reads.read(context)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -69,12 +68,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     }
 
     func upstreamWritable() {
-        guard readPaused else { return }
-        readPaused = false
-        if readPending {
-            readPending = false
-            context?.read()
-        }
+        reads.resume(context)
     }
 
     func upstreamClosed(_ error: ProxyError?) {

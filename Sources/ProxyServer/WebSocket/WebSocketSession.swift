@@ -33,8 +33,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private let captureLimit: Int
     private var toServer: MessageFlow
     private var toClient: MessageFlow
-    private var readPending = false
-    private var readPaused = false
+    private var reads = ReadGate()
     private var ended = false
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
@@ -76,11 +75,11 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         for out in process(frame, flow: &toServer) { sendUpstream(out) }
-        if upstream.bufferedBytes > WebSocketSession.highWater { readPaused = true }
+        if upstream.bufferedBytes > WebSocketSession.highWater { reads.pause() }
     }
 
     func read(context: ChannelHandlerContext) {
-        if readPaused { readPending = true } else { context.read() }
+        reads.read(context)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -121,12 +120,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     }
 
     func upstreamWritable() {
-        guard readPaused else { return }
-        readPaused = false
-        if readPending {
-            readPending = false
-            context?.read()
-        }
+        reads.resume(context)
     }
 
     func upstreamClosed(_ error: ProxyError?) {
