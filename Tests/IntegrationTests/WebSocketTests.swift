@@ -105,6 +105,39 @@ struct WebSocketTests {
         }
     }
 
+    @Test("the session's HAR entry validates against HAR 1.2 and haralyzer reads it; its JSONL line has one websocket object")
+    func logFiles() async throws {
+        let directory = try TemporaryDirectory()
+        let harPath = directory.path + "/ws.har", jsonlPath = directory.path + "/ws.jsonl"
+        let har = try HARWriter(path: harPath, creatorVersion: "test")
+        let jsonl = try JSONLWriter(path: jsonlPath)
+        try await Self.intercepted(capture: true, configure: { configuration in
+            configuration.recorder = MultiRecorder([configuration.recorder!, har, jsonl])
+        }) { server, proxy, ca in
+            let out = try await Self.client(proxy, "wss://localhost:\(server.port)/logged", "echo", ca: ca)
+            #expect(out["error"] == nil, "\(out)")
+            _ = try #require(await Self.sessionRecord(proxy))
+        }
+        har.close()
+        jsonl.close()
+        let entries = try await LogFiles.checkHAR(harPath, directory: directory)
+        #expect(entries.count == 1, "one entry per session (the opening record is the console's only): \(entries)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: harPath))) as? [String: Any])
+        let entry = try #require(((document["log"] as? [String: Any])?["entries"] as? [[String: Any]])?.first)
+        #expect(entry["_resourceType"] as? String == "websocket")
+        let messages = try #require(entry["_webSocketMessages"] as? [[String: Any]])
+        #expect(messages.count == 6)
+        #expect(messages.first?["type"] as? String == "send" && messages.first?["opcode"] as? Int == 1)
+        #expect(messages.first?["data"] as? String == "hello text")
+        #expect(messages.contains { $0["opcode"] as? Int == 2 && $0["data"] as? String == Data([0, 1, 2] + Array("binary".utf8) + [0xFF]).base64EncodedString() })
+        let lines = try String(contentsOfFile: jsonlPath, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 1)
+        let line = try #require(try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+        let websocket = try #require(line["websocket"] as? [String: Any])
+        #expect((websocket["close"] as? [String: Any])?["code"] as? Int == 1000)
+        #expect(websocket["sent"] as? Int == 3 && websocket["received"] as? Int == 3)
+    }
+
     @Test("4 MiB messages both ways, text whole and binary in three fragments")
     func bigMessages() async throws {
         try await Self.intercepted { server, proxy, ca in
