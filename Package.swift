@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "ProxyLog", targets: ["ProxyLog"]),
         .library(name: "ProxyUpstream", targets: ["ProxyUpstream"]),
         .library(name: "ProxyServer", targets: ["ProxyServer"]),
+        .library(name: "ProxyUI", targets: ["ProxyUI"]),
         .library(name: "ProxyTestSupport", targets: ["ProxyTestSupport"]),
     ],
     dependencies: [
@@ -53,7 +54,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "ProxyServer", dependencies: [
-            "ProxyModel", "ProxyRules", "ProxyUpstream", "ProxyLog",
+            "ProxyModel", "ProxyRules", "ProxyUpstream", "ProxyLog", "ProxyUI",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -68,6 +69,11 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The traffic viewer: the flow store, its JSON API and the page's files (embedded, served as written).
+        .target(name: "ProxyUI", dependencies: ["ProxyModel", "ProxyLog"],
+                resources: [.embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"),
+                            .embedInCode("Assets/filter.js"), .embedInCode("Assets/app.css"),
+                            .embedInCode("Assets/openapi.json")]),
         // `hookproxy replay`: HAR entries back to requests, and a client that sends them to a hookproxy listener.
         .target(name: "ProxyReplay", dependencies: [
             "ProxyModel",
@@ -89,7 +95,7 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .executableTarget(name: "hookproxy", dependencies: [
-            "ProxyModel", "ProxyRules", "ProxyServer", "ProxyUpstream", "ProxyLog", "ProxyReplay",
+            "ProxyModel", "ProxyRules", "ProxyServer", "ProxyUpstream", "ProxyLog", "ProxyReplay", "ProxyUI",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -107,10 +113,11 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
+        .testTarget(name: "ProxyUITests", dependencies: ["ProxyUI", "ProxyModel", "ProxyLog"]),
         .testTarget(name: "ProxyReplayTests", dependencies: ["ProxyReplay", "ProxyModel", "ProxyTestSupport"]),
         .testTarget(name: "DockerfileTests", dependencies: ["ProxyTestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: [
-            "ProxyServer", "ProxyModel", "ProxyRules", "ProxyTestSupport", "ProxyLog",
+            "ProxyServer", "ProxyModel", "ProxyRules", "ProxyTestSupport", "ProxyUI", "ProxyLog",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),

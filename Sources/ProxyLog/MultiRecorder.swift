@@ -9,6 +9,10 @@ public struct MultiRecorder: FlowRecorder {
         self.recorders = recorders
     }
 
+    public func started(_ flow: FlowRecord) {
+        for recorder in recorders { recorder.started(flow) }
+    }
+
     public func record(_ flow: FlowRecord) {
         for recorder in recorders { recorder.record(flow) }
     }

@@ -74,6 +74,9 @@ public struct ProxyConfiguration: Sendable {
     public var reverseCertificatePath: String?
     /// `--throttle`: the slow network every upstream exchange goes through; a rule's `throttle` wins per field.
     public var throttle: Throttle?
+    /// The traffic viewer on the listen address (`hookproxy run` turns it on unless `--no-ui`); nil: off, the
+    /// small onboarding page and `/ca.pem` only.
+    public var viewer: ViewerSettings?
 
     public static var defaultCADirectory: String {
         ((ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) as NSString).appendingPathComponent(".hookproxy")

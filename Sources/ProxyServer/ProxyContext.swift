@@ -35,8 +35,12 @@ final class ProxyContext: Sendable {
     /// and is answered 508 instead of looping until --max-connections.
     let loopMarker = "1.1 hookproxy-" + String(UInt64.random(in: 1...UInt64.max), radix: 36)
 
-    init(configuration: ProxyConfiguration) {
+    /// The traffic viewer, unless `--no-ui` (its store is also one of `configuration.recorder`'s recorders).
+    let viewer: Viewer?
+
+    init(configuration: ProxyConfiguration, viewer: Viewer? = nil) {
         self.configuration = configuration
+        self.viewer = viewer
         self.listeningHost = configuration.host.lowercased()
         self.engine = UpstreamEngine(settings: configuration.upstream)
         self.connections = ConnectionTracker(limit: configuration.limits.maxConnections)
@@ -112,6 +116,11 @@ final class ProxyContext: Sendable {
 
     func record(_ flow: FlowRecord) {
         configuration.recorder?.record(flow)
+    }
+
+    /// An exchange began (the viewer shows it as pending); its hop-0 record will carry `flow.id`.
+    func started(_ flow: FlowRecord) {
+        configuration.recorder?.started(flow)
     }
 }
 

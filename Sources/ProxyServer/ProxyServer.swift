@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import ProxyLog
 import ProxyModel
 import ProxyUpstream
 
@@ -26,7 +27,13 @@ public final class ProxyServer: Sendable {
         configuration.limits.maxConnections = budget.maxConnections
         configuration.upstream.maxCachedConnections = budget.maxCachedConnections
         if let warning = budget.warning { configuration.logger.warning("\(warning)") }
-        let context = ProxyContext(configuration: configuration)
+        let viewer = configuration.viewer.map(Viewer.init(settings:))
+        if let viewer {
+            // The viewer's store is fed the very records the log writers get, bodies captured for it too.
+            configuration.recorder = MultiRecorder([configuration.recorder, viewer.store].compactMap { $0 })
+            configuration.captureBodies = true
+        }
+        let context = ProxyContext(configuration: configuration, viewer: viewer)
         do {
             try context.certificateAuthority.loadIfPresent()
         } catch {
@@ -94,6 +101,9 @@ public final class ProxyServer: Sendable {
         self.reverseListeners = reverseListeners
     }
 
+    /// The traffic viewer (its flow store), unless the configuration turned it off.
+    public var viewer: Viewer? { context.viewer }
+
     /// The `--reverse` listeners, bound, in the order of the configuration's routes.
     public let reverseListeners: [ReverseListener]
 
@@ -117,6 +127,13 @@ public final class ProxyServer: Sendable {
         try? await serverChannel.close()
         for listener in reverseListeners { try? await listener.channel.close() }
         let deadline = ContinuousClock.now + .milliseconds(context.limits.shutdownGraceMs)
+        if let viewer = context.viewer {
+            // Event streams end cleanly (their last chunk written) before connections are closed.
+            viewer.store.close()
+            while viewer.store.watcherCount > 0 && ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        }
         while context.connections.exchangesInFlight > 0 && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }

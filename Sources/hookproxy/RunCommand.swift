@@ -5,6 +5,7 @@ import ProxyLog
 import ProxyModel
 import ProxyRules
 import ProxyServer
+import ProxyUI
 import ProxyUpstream
 
 /// `hookproxy run`: listens, applies the rules, logs every exchange, stops cleanly on SIGINT/SIGTERM.
@@ -86,6 +87,12 @@ struct RunCommand: AsyncParsableCommand {
         valueName: "preset|spec"))
     var throttle: String?
 
+    @Flag(name: .long, help: "Turn off the traffic viewer on the listen address (the small page and /ca.pem stay; /api/* answers 404).")
+    var noUi = false
+
+    @Option(name: .long, help: "How many exchanges the traffic viewer keeps (the oldest go first).")
+    var uiFlows: Int = 5000
+
     func validate() throws {
         if quiet && verbose { throw ValidationError("--quiet and --verbose exclude each other") }
         _ = try CommandLineValues.listenAddress(listen)
@@ -100,6 +107,7 @@ struct RunCommand: AsyncParsableCommand {
         for glob in intercept where HostGlob(glob) == nil {
             throw ValidationError("--intercept takes a host glob such as '*.example.com', got '\(glob)'")
         }
+        if uiFlows < 1 { throw ValidationError("--ui-flows must be at least 1") }
         if maxConnections < 1 { throw ValidationError("--max-connections must be at least 1") }
         if let upstreamProxy, !(upstreamProxy.hasPrefix("http://") || upstreamProxy.hasPrefix("https://")) {
             throw ValidationError("--upstream-proxy must be an http:// or https:// URL, e.g. http://user:pass@proxy:3128")
@@ -150,6 +158,7 @@ struct RunCommand: AsyncParsableCommand {
         configuration.reverseRoutes = try CommandLineValues.reverseRoutes(reverse)
         configuration.reverseCertificatePath = reverseCert
         configuration.throttle = try throttle.map(CommandLineValues.throttle)
+        if !noUi { configuration.viewer = ViewerSettings(limits: FlowStore.Limits(maxFlows: uiFlows), redactor: redactor) }
         let termination = SignalWaiter.install()
         let server: ProxyServer
         do {
@@ -159,6 +168,7 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         StandardStreams.output("hookproxy listening on \(server.url)")
+        if !noUi { logger.info("traffic viewer: \(server.url)/ (--no-ui turns it off)") }
         for listener in server.reverseListeners {
             StandardStreams.output(listener.startLine)
             if !CommandLineValues.isLoopback(listener.host) {

@@ -114,6 +114,8 @@ final class Exchange {
     }
 
     private var clientHead: RequestHead { request.clientHead! }
+    /// The id shown for the pending exchange in the viewer (its hop-0 record keeps it); nil without a viewer.
+    private var startedFlowID: Int?
 
     static func requestFraming(_ head: HTTPRequestHead, method: String) -> UpstreamRequest.Body {
         if head.headers.contains(name: "transfer-encoding") { return .chunked }
@@ -134,6 +136,12 @@ final class Exchange {
 
     func start() {
         proxy.connections.exchangeStarted()
+        if proxy.viewer != nil {
+            // The viewer shows the exchange as pending from now on, under the id its hop-0 record will carry.
+            let id = proxy.makeFlowID()
+            startedFlowID = id
+            proxy.started(request.record(id: id, response: nil, bodySize: 0, events: plan.events))
+        }
         perform(machine.start())
     }
 
@@ -530,7 +538,8 @@ final class Exchange {
         let hop = machine.hop - (final ? 0 : 1)  // a redirect's record comes as the next hop starts
         let replayBytes = machine.replay?.byteCount ?? 0
         let flow = request.record(
-            id: proxy.makeFlowID(), response: response, bodySize: final ? machine.bodyBytesWritten : 0,
+            id: (hop == 0 ? startedFlowID : nil) ?? proxy.makeFlowID(), response: response,
+            bodySize: final ? machine.bodyBytesWritten : 0,
             events: hopEvents, responseBody: final ? responseCapture : nil,
             hop: RequestContext.Hop(
                 number: hop, start: hop == 0 ? request.start : hopStart, upstreamRequest: upstreamHead,

@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import ProxyModel
 import ProxyRules
+import ProxyUI
 import ProxyUpstream
 
 /// Serves the requests of one client connection, one at a time (NIO's pipelining handler queues the rest):
@@ -29,6 +30,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case tunnelling
         /// The connection closes once the last response is out; whatever the client still sends is dropped.
         case closing
+        /// `GET /api/events` arrived: the stream starts at the request's end.
+        case eventsRequested(RequestContext)
+        /// The connection carries the viewer's event stream until the client leaves or hookproxy shuts down.
+        case streamingEvents(EventStream)
     }
 
     let proxy: ProxyContext
@@ -140,7 +145,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 request.requestBody!.append(buffer, limit: proxy.limits.captureLimit)
             }
             state = .answeringLocally(response, keepAlive: keepAlive, events: events, request)
-        case (.body, .connectRequested), (_, .tunnelling), (_, .closing):
+        case (.end, .eventsRequested):
+            startEventStream()
+        case (.body, .connectRequested), (_, .tunnelling), (_, .closing), (.body, .eventsRequested), (_, .streamingEvents):
             break
         case (.head, _), (.body, .idle), (.end, .idle):
             illegalTransition("request part in state \(state)")
@@ -150,12 +157,14 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func channelInactive(context: ChannelHandlerContext) {
         if case .exchanging(let exchange) = state { exchange.clientClosed() }
         if case .upgrading(let handshake) = state { handshake.clientClosed() }
+        if case .streamingEvents(let stream) = state { stream.stop() }
         state = .idle
         context.fireChannelInactive()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable, case .exchanging(let exchange) = state { exchange.drainResponse() }
+        if context.channel.isWritable, case .streamingEvents(let stream) = state { stream.drain() }
         context.fireChannelWritabilityChanged()
     }
 
@@ -199,6 +208,22 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let upgrade = nioHead.headers.contains(name: "upgrade")
         if upgrade { closesAfterRequest = true }
         let keepAlive = nioHead.isKeepAlive && !upgrade
+        if let viewer = proxy.viewer, impliedAuthority == nil, reverse == nil {
+            // The viewer's own requests are answered before --proxy-auth (they carry Authorization, not
+            // Proxy-Authorization) and are never flows.
+            var request = request
+            request.isViewerRequest = true
+            switch ViewerGate.decide(nioHead, viewer: viewer, listening: proxy.listeningAddress,
+                                     credentials: proxy.configuration.proxyAuth, ca: proxy.certificateAuthority) {
+            case .notViewer: break
+            case .answer(let response):
+                state = .answeringLocally(response, keepAlive: keepAlive, events: [], request)
+                return
+            case .events:
+                state = .eventsRequested(request)
+                return
+            }
+        }
         if let refusal = checkProxyAuth(nioHead) {
             // NIO frames any answer to CONNECT as bodiless: close instead, so the client knows where it ends
             state = .answeringLocally(refusal, keepAlive: keepAlive && nioHead.method != .CONNECT, events: [], request)
@@ -365,8 +390,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let limit = proxy.limits.captureLimit
         let captured = proxy.configuration.captureBodies
             ? CapturedBody(bytes: Array(sent.prefix(limit)), truncated: sent.count > limit) : nil
-        proxy.record(request.record(id: proxy.makeFlowID(), response: head, bodySize: sent.count, events: events,
-                                    responseBody: captured))
+        if !request.isViewerRequest {
+            proxy.record(request.record(id: proxy.makeFlowID(), response: head, bodySize: sent.count, events: events,
+                                        responseBody: captured))
+        }
     }
 
     /// The one step from "CONNECT accepted" to a tunnel: writes `200 Connection Established`, and once it is on the
@@ -440,6 +467,28 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let removed = channel.eventLoop.makePromise(of: Void.self)
         pipeline.removeHandler(decoder, promise: removed)
         removed.futureResult.whenSuccess { channel.pipeline.fireChannelReadComplete() }
+    }
+
+    private func startEventStream() {
+        guard let viewer = proxy.viewer else { return }
+        let stream = EventStream(handler: self, viewer: viewer, eventLoop: context.eventLoop)
+        state = .streamingEvents(stream)
+        if !stream.start() {
+            state = .idle
+            let refusal = LocalResponse.text(503, "hookproxy: shutting down\n", headers: ViewerAnswer.commonHeaders)
+            var request = RequestContext(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/api/events"),
+                                         client: "", start: Date())
+            request.isViewerRequest = true
+            writeLocal(refusal, keepAlive: false, events: [], request: request)
+        }
+    }
+
+    /// The event stream ended (shutdown): its response ends and the connection closes.
+    func eventStreamFinished() {
+        guard case .streamingEvents = state else { return }
+        state = .closing
+        let context = self.context!
+        sendEnd().assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
     private func illegalTransition(_ what: String) {

@@ -14,6 +14,8 @@ struct RequestContext {
     /// The request body read while answering locally (the log records it like any other).
     var requestBodySize = 0
     var requestBody: CapturedBody?
+    /// A request to the traffic viewer: answered, never recorded as a flow.
+    var isViewerRequest = false
 
     init(head: HTTPRequestHead, client: String, start: Date) {
         self.head = head

@@ -1,0 +1,150 @@
+import NIOCore
+import NIOHTTP1
+import ProxyModel
+import ProxyUI
+import Synchronization
+
+/// One `GET /api/events` stream: server-sent events, one `flow` event per new or updated flow (its data the flow
+/// without bodies), `clear` after a clear, `reset` when this client fell too far behind; a comment line every
+/// `heartbeat` keeps it from looking idle to anything in between.
+///
+/// Event-loop bound (the client connection's loop). The store only *signals* a change (`Signal`, from any thread,
+/// at most one scheduled drain at a time); the drain runs here, reads the changes after this stream's cursor, and
+/// writes while the channel is writable — a client that stops reading holds only its cursor, never a queue. The
+/// idle timeout does not cut the stream (the request handler ignores idle events in this state). At shutdown the
+/// store closes its watchers: the stream writes its end and the connection closes cleanly.
+final class EventStream {
+    private weak var handler: ProxyRequestHandler?
+    private let viewer: Viewer
+    private let eventLoop: any EventLoop
+    private let signal: Signal
+    private var token: Int?
+    private var cursor = 0
+    private var heartbeat: Scheduled<Void>?
+    private(set) var ended = false
+
+    static let heartbeatInterval = TimeAmount.seconds(15)
+    /// Changes written per drain before the loop is given back (the rest follow in the next turn).
+    static let batch = 256
+
+    init(handler: ProxyRequestHandler, viewer: Viewer, eventLoop: any EventLoop) {
+        self.handler = handler
+        self.viewer = viewer
+        self.eventLoop = eventLoop
+        self.signal = Signal(eventLoop: eventLoop)
+    }
+
+    /// Writes the head and starts listening; false (nothing written) when the store is closed (shutting down).
+    func start() -> Bool {
+        let signal = self.signal
+        guard let (token, cursor) = viewer.store.watch(FlowStore.Watcher(
+            changed: { signal.changed() }, closed: { signal.closed() })) else { return false }
+        self.token = token
+        self.cursor = cursor
+        signal.attach(self)
+        var headers = HTTPHeaders([("Content-Type", "text/event-stream"), ("X-Accel-Buffering", "no")])
+        for (name, value) in ViewerAnswer.commonHeaders { headers.add(name: name, value: value) }
+        handler?.send(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
+        write("retry: 2000\n\n")
+        handler?.flush()
+        scheduleHeartbeat()
+        drain()
+        return true
+    }
+
+    private func scheduleHeartbeat() {
+        heartbeat = eventLoop.assumeIsolated().scheduleTask(in: EventStream.heartbeatInterval) { [weak self] in
+            guard let self, !self.ended else { return }
+            if self.handler?.isWritable == true {
+                self.write(": keep-alive\n\n")
+                self.handler?.flush()
+            }
+            self.scheduleHeartbeat()
+        }
+    }
+
+    /// Writes what changed since the cursor, while the client keeps up.
+    func drain() {
+        signal.drained()
+        guard !ended, let handler else { return }
+        var wrote = false
+        while handler.isWritable {
+            let (changes, next) = viewer.store.changes(since: cursor, limit: EventStream.batch)
+            if next == cursor { break }
+            cursor = next
+            for change in changes { wrote = write(change) || wrote }
+            if changes.count >= EventStream.batch {
+                // more may wait: let the loop serve others first
+                eventLoop.assumeIsolated().execute { [weak self] in self?.drain() }
+                break
+            }
+        }
+        if wrote { handler.flush() }
+    }
+
+    private func write(_ change: FlowStore.Change) -> Bool {
+        switch change {
+        case .flow(let id):
+            guard let flow = viewer.store.flow(id: id) else { return false }
+            let json = FlowJSON.object(viewer.redactor.redact(flow.record), state: flow.state, bodies: false)
+            write("event: flow\ndata: " + String(decoding: json, as: UTF8.self) + "\n\n")
+        case .cleared:
+            write("event: clear\ndata: {}\n\n")
+        case .reset:
+            write("event: reset\ndata: {}\n\n")
+        }
+        return true
+    }
+
+    private func write(_ text: String) {
+        guard let handler else { return }
+        var buffer = ByteBufferAllocator().buffer(capacity: text.utf8.count)
+        buffer.writeString(text)
+        handler.send(.body(.byteBuffer(buffer)))
+    }
+
+    /// The store closed (shutdown): end the response and close the connection.
+    func finish() {
+        guard !ended else { return }
+        stop()
+        handler?.eventStreamFinished()
+    }
+
+    /// The client went away (or the stream finished): stop listening.
+    func stop() {
+        guard !ended else { return }
+        ended = true
+        heartbeat?.cancel()
+        heartbeat = nil
+        if let token { viewer.store.unwatch(token) }
+        signal.detach()
+    }
+
+    /// The store's side: schedules at most one drain at a time on the stream's loop. Thread-safe.
+    final class Signal: Sendable {
+        private let eventLoop: any EventLoop
+        private let scheduled = Atomic<Bool>(false)
+        private let stream: NIOLoopBoundBox<EventStream?>
+
+        init(eventLoop: any EventLoop) {
+            self.eventLoop = eventLoop
+            self.stream = NIOLoopBoundBox(nil, eventLoop: eventLoop)
+        }
+
+        func attach(_ stream: EventStream) { self.stream.value = stream }
+        func detach() { stream.value = nil }
+        func drained() { scheduled.store(false, ordering: .relaxed) }
+
+        func changed() {
+            guard !scheduled.exchange(true, ordering: .relaxed) else { return }
+            eventLoop.execute { self.stream.value?.drain() }
+        }
+
+        func closed() {
+            eventLoop.execute { self.stream.value?.finish() }
+        }
+    }
+}
+
+@available(*, unavailable)
+extension EventStream: Sendable {}

@@ -1,0 +1,74 @@
+import Foundation
+import NIOHTTP1
+import ProxyModel
+import ProxyRules
+import ProxyUI
+
+/// Decides whether a request head is for the traffic viewer, and if so what it gets. Pure but for the API's store.
+///
+/// The viewer answers only origin-form requests whose `Host` names the listener (`RequestClassifier.isOwnAddress`,
+/// port included): a proxied (absolute-form) request never reaches it. Then, in this order:
+/// - the listener's port with another host name: 403 (a DNS-rebinding page must not read the API);
+/// - `/ca.pem`: open, as before;
+/// - `--proxy-auth`: the same credentials as HTTP Basic `Authorization`, else 401 `WWW-Authenticate: Basic` whose
+///   body is the small onboarding page (so what it says stays open);
+/// - `POST`: its `Origin` must be the listener's own (`http://` + the Host), else 403 (no cross-site clear);
+/// - the route (`ViewerAPI`). No answer ever carries a CORS header.
+enum ViewerGate {
+    enum Decision {
+        /// Not the viewer's: classify as before.
+        case notViewer
+        case answer(LocalResponse)
+        /// `GET /api/events`: start the event stream at the request's end.
+        case events
+    }
+
+    static func decide(_ head: HTTPRequestHead, viewer: Viewer, listening: (host: String, port: Int)?,
+                       credentials: ProxyCredentials?, ca: LazyCertificateAuthority) -> Decision {
+        guard head.uri.hasPrefix("/"), head.method != .CONNECT, let listening,
+              let hostHeader = head.headers.first(name: "host"),
+              let (host, port) = ProxyURL.splitAuthority(Substring(hostHeader), defaultPort: 80),
+              port == listening.port
+        else { return .notViewer }
+        guard RequestClassifier.isOwnAddress(ProxyURL(scheme: "http", host: host, port: port, path: "/"), listening: listening) else {
+            return .answer(refusal(403, "hookproxy: this is hookproxy's own port, and Host '\(hostHeader.prefix(200))' names another host: refused (a page reached through another name must not read the traffic viewer)"))
+        }
+        let (path, query) = ProxyURL.splitTarget(Substring(head.uri))
+        if path == "/ca.pem" { return .answer(OnboardingPage.response(for: path, ca: ca)) }
+        if let credentials {
+            let given = head.headers.first(name: "authorization")
+            guard let given, ProxyAuth.matches(given, credentials) else {
+                var page = OnboardingPage.response(for: "/", ca: ca)
+                page.head.status = 401
+                page.head.reason = "Unauthorized"
+                page.head.headers.add("WWW-Authenticate", "Basic realm=\"hookproxy\", charset=\"UTF-8\"")
+                return .answer(page)
+            }
+        }
+        let method = head.method.rawValue
+        if method == "POST" {
+            let origin = head.headers.first(name: "origin")?.lowercased()
+            guard origin == "http://" + hostHeader.lowercased() else {
+                return .answer(refusal(403, "hookproxy: POST to the viewer needs the viewer's own Origin (http://\(hostHeader.prefix(200))), got \(origin.map { "'\($0.prefix(200))'" } ?? "none")"))
+            }
+        }
+        switch viewer.api.answer(method: method, path: path, query: query) {
+        case .events where method == "HEAD":
+            return .answer(LocalResponse(head: ResponseHead(status: 200, headers: [("Content-Type", "text/event-stream")] + ViewerGate.common), body: []))
+        case .events:
+            return .events
+        case .response(let head, let body):
+            return .answer(LocalResponse(head: head, body: body))
+        }
+    }
+
+    static var common: HeaderFields { HeaderFields(ViewerAnswer.commonHeaders.map { HeaderField(name: $0.0, value: $0.1) }) }
+
+    static func refusal(_ status: Int, _ message: String) -> LocalResponse {
+        .text(status, message + "\n", headers: ViewerAnswer.commonHeaders)
+    }
+}
+
+extension HeaderFields {
+    static func + (lhs: HeaderFields, rhs: HeaderFields) -> HeaderFields { HeaderFields(lhs.fields + rhs.fields) }
+}

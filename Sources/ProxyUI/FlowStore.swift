@@ -1,0 +1,175 @@
+import ProxyModel
+import Synchronization
+
+/// The traffic viewer's memory: the last `limits.maxFlows` exchanges (one per log record, pending ones included),
+/// their captured bodies counted against `limits.maxBytes`; the oldest go first when either is exceeded.
+///
+/// Fed like every log writer (`FlowRecorder`): `started` when an exchange begins (a pending flow), `record` when its
+/// record is made (the flow is done). Thread-safe: every call takes one lock for a few array operations and never
+/// blocks on I/O, so the event loops call it directly. Records are kept as made (unredacted); readers redact.
+///
+/// Watchers (the `/api/events` streams) are told *that* something changed, never what: each keeps a cursor into
+/// the store's change log and reads the changes on its own thread (`changes(since:)`), so a burst of exchanges
+/// costs a watcher one wake-up, not one per exchange.
+public final class FlowStore: FlowRecorder, Sendable {
+    /// How much the store keeps: `--ui-flows`, and a byte budget for headers and captured bodies.
+    public struct Limits: Sendable, Hashable {
+        public var maxFlows: Int
+        public var maxBytes: Int
+        public init(maxFlows: Int = 5000, maxBytes: Int = 256 << 20) {
+            self.maxFlows = max(1, maxFlows)
+            self.maxBytes = max(1, maxBytes)
+        }
+    }
+
+    /// One flow as the API shows it.
+    public struct Flow: Sendable {
+        public var record: FlowRecord
+        public var done: Bool
+        public var id: Int { record.id }
+        public var state: String { done ? "done" : "pending" }
+    }
+
+    /// What happened since a watcher's cursor.
+    public enum Change: Sendable, Equatable {
+        /// The flow with this id was added or updated (it may have been evicted since).
+        case flow(Int)
+        /// Everything was cleared.
+        case cleared
+        /// The watcher fell behind the change log: it must reload the list.
+        case reset
+    }
+
+    public let limits: Limits
+    private let state: Mutex<State>
+
+    public init(limits: Limits = Limits()) {
+        self.limits = limits
+        state = Mutex(State(changeLogLimit: max(1024, limits.maxFlows * 2)))
+    }
+
+    // MARK: FlowRecorder
+
+    public func started(_ flow: FlowRecord) {
+        update(flow, done: false)
+    }
+
+    public func record(_ flow: FlowRecord) {
+        update(flow, done: true)
+    }
+
+    /// Wakes the watchers so their streams end (shutdown).
+    public func close() {
+        let watchers = state.withLock { state -> [Watcher] in
+            state.closed = true
+            return Array(state.watchers.values)
+        }
+        for watcher in watchers { watcher.closed() }
+    }
+
+    private func update(_ flow: FlowRecord, done: Bool) {
+        let weight = FlowStore.weight(of: flow)
+        let watchers = state.withLock { state -> [Watcher] in
+            state.put(Flow(record: flow, done: done), weight: weight, limits: limits)
+            return state.watchers.isEmpty ? [] : Array(state.watchers.values)
+        }
+        for watcher in watchers { watcher.changed() }
+    }
+
+    // MARK: reading
+
+    /// Flows with an id greater than `after`, oldest first, at most `limit`.
+    public func flows(after: Int = 0, limit: Int = .max) -> [Flow] {
+        state.withLock { state in
+            var result: [Flow] = []
+            for id in state.order[state.head...] where id > after {
+                if let flow = state.flows[id] { result.append(flow) }
+            }
+            result.sort { $0.id < $1.id }
+            return Array(result.prefix(max(0, limit)))
+        }
+    }
+
+    public func flow(id: Int) -> Flow? {
+        state.withLock { $0.flows[id] }
+    }
+
+    public var count: Int { state.withLock { $0.flows.count } }
+
+    /// Bytes held by the flows kept (as counted against `limits.maxBytes`).
+    public var bytes: Int { state.withLock { $0.bytes } }
+
+    /// Empties the store; returns how many flows it held.
+    @discardableResult
+    public func clear() -> Int {
+        let (count, watchers) = state.withLock { state -> (Int, [Watcher]) in
+            let count = state.flows.count
+            state.flows.removeAll()
+            state.order.removeAll()
+            state.head = 0
+            state.weights.removeAll()
+            state.bytes = 0
+            state.log(.cleared)
+            return (count, Array(state.watchers.values))
+        }
+        for watcher in watchers { watcher.changed() }
+        return count
+    }
+
+    // MARK: watching
+
+    /// Someone who wants to hear that the store changed. `changed` and `closed` are called on the thread that
+    /// changed the store (an event loop) with no lock held: they must only schedule work, never do it.
+    public struct Watcher: Sendable {
+        public var changed: @Sendable () -> Void
+        public var closed: @Sendable () -> Void
+        public init(changed: @escaping @Sendable () -> Void, closed: @escaping @Sendable () -> Void) {
+            self.changed = changed
+            self.closed = closed
+        }
+    }
+
+    /// Registers a watcher; returns its token and the cursor of the present moment (changes after it are new),
+    /// or nil when the store is closed (shutting down).
+    public func watch(_ watcher: Watcher) -> (token: Int, cursor: Int)? {
+        state.withLock { state in
+            guard !state.closed else { return nil }
+            state.nextToken += 1
+            state.watchers[state.nextToken] = watcher
+            return (state.nextToken, state.changeBase + state.changes.count)
+        }
+    }
+
+    public func unwatch(_ token: Int) {
+        state.withLock { _ = $0.watchers.removeValue(forKey: token) }
+    }
+
+    public var watcherCount: Int { state.withLock { $0.watchers.count } }
+
+    /// The changes after `cursor` (at most `limit`, repeated flows given once) and the cursor after them.
+    public func changes(since cursor: Int, limit: Int = 256) -> (changes: [Change], cursor: Int) {
+        state.withLock { state in
+            let end = state.changeBase + state.changes.count
+            if cursor < state.changeBase { return ([.reset], end) }
+            let upper = min(end, cursor + limit)
+            var seen = Set<Int>()
+            var result: [Change] = []
+            for index in cursor..<upper {
+                let change = state.changes[index - state.changeBase]
+                if case .flow(let id) = change, !seen.insert(id).inserted { continue }
+                result.append(change)
+            }
+            return (result, upper)
+        }
+    }
+
+    /// The memory a flow holds, as counted against `maxBytes`: captured bodies, headers, URL and a fixed part.
+    static func weight(of flow: FlowRecord) -> Int {
+        func size(_ headers: HeaderFields?) -> Int {
+            headers?.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 } ?? 0
+        }
+        return (flow.requestBody?.bytes.count ?? 0) + (flow.responseBody?.bytes.count ?? 0)
+            + size(flow.request.headers) + size(flow.response?.headers) + flow.url.utf8.count * 2
+            + flow.events.reduce(0) { $0 + $1.action.utf8.count + $1.detail.utf8.count + 48 } + 1024
+    }
+}
