@@ -6,12 +6,19 @@ SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev pkg-config curl openssl ca-ce
 SWIFT_BUILD_FLAGS := -c release
 RULES ?= rules
 ARGS ?=
-# The Python packages the tests use: an independent HAR reader and a JSON Schema validator for the logs, and an
-# independent WebSocket client.
+# The Python packages the tests use: an independent HAR reader and a JSON Schema validator for the logs, an
+# independent WebSocket client, and what the traffic viewer's tests use (Selenium drives the browser;
+# schemathesis probes the API from its OpenAPI).
 PYVENV := .build/pyvenv
-PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0 websockets==17.4
+PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0 websockets==17.4 selenium==4.51.0 schemathesis==4.32.5
+PY_TEST_MODULES := haralyzer, jsonschema, websockets, selenium, schemathesis
+# The browser the viewer's test runs headless, and its WebDriver. Test-only: not in SYSTEM_PACKAGES, which the
+# Docker image (it builds and runs hookproxy, never its tests) mirrors.
+BROWSER_TEST_PACKAGES := chromium chromium-driver
+# Where the browser test saves the README's picture of the viewer.
+VIEWER_SCREENSHOT := docs/viewer.png
 
-.PHONY: deps pydeps build run test check bench callgrind soak docker-lint clean fuzz
+.PHONY: deps pydeps browserdeps viewer-test build run test check bench callgrind soak docker-lint clean fuzz
 
 # Installs the system libraries hookproxy links (and the tools its tests use) when missing.
 deps:
@@ -24,7 +31,7 @@ deps:
 
 # A Python venv under .build/pyvenv with PY_TEST_PACKAGES (python3 and python3-venv installed when missing).
 pydeps:
-	@if ! $(PYVENV)/bin/python3 -c 'import haralyzer, jsonschema, websockets' >/dev/null 2>&1; then \
+	@if ! $(PYVENV)/bin/python3 -c 'import $(PY_TEST_MODULES)' >/dev/null 2>&1; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		rm -rf $(PYVENV); \
 		if ! python3 -m venv $(PYVENV) >/dev/null 2>&1; then \
@@ -35,6 +42,20 @@ pydeps:
 		echo "installing into $(PYVENV): $(PY_TEST_PACKAGES)"; \
 		$(PYVENV)/bin/python3 -m pip install -q --disable-pip-version-check $(PY_TEST_PACKAGES) || exit 1; \
 	fi
+
+# Installs BROWSER_TEST_PACKAGES when missing.
+browserdeps:
+	@missing=""; for p in $(BROWSER_TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+# The traffic viewer in a real headless Chromium (and the README's screenshot), then schemathesis on its API.
+viewer-test: browserdeps pydeps
+	cd Tests/Browser && ../../$(PYVENV)/bin/python3 viewer_browser_test.py ../../.build/debug/hookproxy ../../$(VIEWER_SCREENSHOT)
+	cd Tests/Browser && ../../$(PYVENV)/bin/python3 viewer_api_schemathesis.py ../../.build/debug/hookproxy ../../$(PYVENV)/bin/schemathesis
 
 build: deps
 	swift build $(SWIFT_BUILD_FLAGS)
@@ -48,11 +69,12 @@ run: build
 TEST_WIDTH ?= $(shell echo $$(( $$(nproc) * 4 )))
 
 # Builds and runs every test (unit, integration through real sockets, rule examples).
-test: deps pydeps
+test: deps pydeps browserdeps
 	swift build --build-tests
 	.build/debug/hookproxy check --rules rules
 	.build/debug/hookproxy check --rules docker/demo-rules
 	swift test --skip-build --experimental-maximum-parallelization-width $(TEST_WIDTH)
+	$(MAKE) --no-print-directory viewer-test
 
 docker-lint:
 	bash docker/lint.sh

@@ -1,0 +1,94 @@
+"""The traffic viewer in a real headless Chromium (Debian's chromium + chromium-driver, driven by Selenium):
+the page loads without console errors, a new exchange appears live, the filter narrows the list, and a row opens
+with a pretty-printed JSON body. Saves the screenshot the README shows.
+
+usage: viewer_browser_test.py HOOKPROXY_BINARY SCREENSHOT.png
+"""
+import sys
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from hookproxy_process import Hookproxy, wait_until
+
+
+def browser():
+    options = Options()
+    for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1500,860", "--no-proxy-server", "--force-device-scale-factor=1"]:
+        options.add_argument(argument)
+    options.binary_location = "/usr/bin/chromium"
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def paths(driver):
+    """The paths of the rows drawn, read in one script (the list redraws its rows, so element handles go stale)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#rows .row.flow .c-path')].map(e => e.textContent)")
+
+
+def rows(driver):
+    return paths(driver)
+
+
+def click_row(driver, path):
+    driver.execute_script(
+        "const row = [...document.querySelectorAll('#rows .row.flow')]"
+        ".find(r => r.querySelector('.c-path').textContent === arguments[0]); row.click();", path)
+
+
+def main(binary, screenshot):
+    with Hookproxy(binary) as proxy:
+        for path in ["/users/1", "/missing", "/health"]:
+            proxy.through(f"http://api.viewer.test{path}")
+        proxy.through("http://cdn.viewer.test/logo.svg")
+        proxy.through(proxy.origin.url + "/json")
+        driver = browser()
+        try:
+            driver.get(proxy.url + "/")
+            assert driver.title.startswith("hookproxy"), driver.title
+            wait_until(lambda: len(rows(driver)) == 5, what="the five earlier exchanges in the list")
+
+            # a new exchange appears live (server-sent events)
+            assert proxy.through("http://api.viewer.test/users/42?live=1") == 200
+            wait_until(lambda: "/users/42?live=1" in paths(driver), what="the new exchange in the list")
+            assert len(rows(driver)) == 6
+
+            # the filter narrows the list
+            box = driver.find_element(By.ID, "filter")
+            box.send_keys("status:4xx")
+            wait_until(lambda: paths(driver) == ["/missing"], what="status:4xx to leave only /missing")
+            box.clear()
+            box.send_keys("-5xx host:api users")
+            wait_until(lambda: paths(driver) == ["/users/1", "/users/42?live=1"], what="the users filter")
+
+            # a row opens with a pretty-printed JSON body
+            click_row(driver, "/users/42?live=1")
+            body = wait_until(lambda: [e for e in driver.find_elements(By.CSS_SELECTOR, "#detail pre.json")
+                                       if '\n  "name": "Ada Lovelace"' in e.get_attribute("textContent")],
+                              what="the pretty-printed JSON body")
+            assert '"roles": [\n    "admin"' in body[0].get_attribute("textContent")
+            assert driver.find_element(By.ID, "copy-curl").is_displayed()
+
+            # the picture for the README: the whole list, the JSON exchange open
+            proxy.through(proxy.origin.url + "/redirect")
+            proxy.through(proxy.origin.url + "/hello")
+            box.send_keys(Keys.CONTROL, "a")
+            box.send_keys(Keys.BACKSPACE)
+            wait_until(lambda: len(rows(driver)) == 9, what="the whole list again (urllib follows the redirect itself)")
+            driver.execute_script("document.activeElement.blur()")
+            driver.save_screenshot(screenshot)
+
+            errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+            assert not errors, f"console errors: {errors}"
+        finally:
+            driver.quit()
+    print("viewer browser test: passed (screenshot: %s)" % screenshot)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
