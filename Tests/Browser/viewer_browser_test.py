@@ -4,7 +4,10 @@ with a pretty-printed JSON body. Saves the screenshot the README shows.
 
 usage: viewer_browser_test.py HOOKPROXY_BINARY SCREENSHOT.png
 """
+import subprocess
 import sys
+import tempfile
+import time
 
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
@@ -90,5 +93,38 @@ def main(binary, screenshot):
     print("viewer browser test: passed (screenshot: %s)" % screenshot)
 
 
+def ten_thousand(binary):
+    """10,000 exchanges: the page loads them all, draws only the rows in view, and filters them promptly."""
+    with Hookproxy(binary, extra=["--ui-flows", "10000"]) as proxy:
+        with tempfile.NamedTemporaryFile("w", suffix=".curl") as config:
+            for i in range(10_000):
+                path = "/missing" if i % 10 == 0 else f"/users/{i}"
+                config.write(f'url = "http://api.viewer.test{path}"\noutput = "/dev/null"\n')
+            config.flush()
+            subprocess.run(["curl", "-s", "--parallel", "--parallel-max", "32", "-x", proxy.url, "-K", config.name],
+                           check=True, timeout=300, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        driver = browser()
+        try:
+            started = time.monotonic()
+            driver.get(proxy.url + "/")
+            count = lambda: driver.find_element(By.ID, "count").text
+            wait_until(lambda: count() == "10000", timeout=60, what="all 10,000 exchanges listed")
+            loaded = time.monotonic() - started
+            drawn = len(paths(driver))
+            assert 0 < drawn < 200, f"{drawn} rows in the DOM for 10,000 exchanges (the list is not virtualized)"
+            started = time.monotonic()
+            driver.find_element(By.ID, "filter").send_keys("status:4xx")
+            wait_until(lambda: count() == "1000 of 10000", timeout=30, what="the filter over 10,000 exchanges")
+            filtered = time.monotonic() - started
+            driver.execute_script("document.getElementById('viewport').scrollTop = 1e9")
+            wait_until(lambda: paths(driver) and all(p == "/missing" for p in paths(driver)), what="scrolled rows")
+            errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+            assert not errors, f"console errors: {errors}"
+            print(f"viewer with 10,000 exchanges: loaded in {loaded:.2f} s, {drawn} rows drawn, filtered in {filtered:.2f} s")
+        finally:
+            driver.quit()
+
+
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
+    ten_thousand(sys.argv[1])

@@ -61,24 +61,23 @@
   }
 
   // ---- the list ----
+  // The position of id in an id-sorted array of flows (where it is, or where it would go).
+  function position(array, id) {
+    let low = 0, high = array.length;
+    while (low < high) { const mid = (low + high) >> 1; if (array[mid].id < id) low = mid + 1; else high = mid; }
+    return low;
+  }
+  // Puts a flow (new or updated) into the list; every step is O(log n) but the rare out-of-order insertion.
   function add(flow) {
     const existing = byID.get(flow.id);
     byID.set(flow.id, flow);
-    if (existing) {
-      flows[flows.indexOf(existing)] = flow;
-      const at = visible.indexOf(existing);
-      if (at >= 0) { if (matches(flow)) visible[at] = flow; else visible.splice(at, 1); }
-      else if (matches(flow)) refilter();
-      if (selected && selected.id === flow.id) showDetail(flow.id);
-    } else {
-      if (flows.length && flows[flows.length - 1].id > flow.id) {
-        flows.splice(flows.findIndex(f => f.id > flow.id), 0, flow);
-        if (matches(flow)) refilter();
-      } else {
-        flows.push(flow);
-        if (matches(flow)) visible.push(flow);
-      }
-    }
+    const at = position(flows, flow.id);
+    if (existing) flows[at] = flow; else flows.splice(at, 0, flow);
+    const v = position(visible, flow.id);
+    const shown = v < visible.length && visible[v].id === flow.id;
+    if (matches(flow)) { if (shown) visible[v] = flow; else visible.splice(v, 0, flow); }
+    else if (shown) visible.splice(v, 1);
+    if (existing && selected && selected.id === flow.id) showDetail(flow.id);
     queueRender();
   }
   function refilter() { visible = flows.filter(matches); queueRender(); }
