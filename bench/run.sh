@@ -5,7 +5,9 @@
 #
 # Environment knobs (all optional):
 #   BENCH_DURATION=10     seconds per wrk run (keep-alive cases; the connection-per-request case uses half)
-#   BENCH_PROXIES="direct hookproxy hookproxy+har hookproxy+rules squid tinyproxy mitmdump"   what to run
+#   BENCH_PROXIES="direct hookproxy hookproxy+har hookproxy+rules hookproxy+no-ui hookproxy+watched squid tinyproxy mitmdump"
+#                         what to run (hookproxy runs with its traffic viewer on, the default; +no-ui without it;
+#                         +watched with a client reading the viewer's /api/events throughout)
 #   BENCH_REPEAT_10M=10   how many sequential 10 MiB downloads
 #   BENCH_KEEP=1          keep the temp dir (configs, logs, HAR) and print its path
 #   BENCH_HOOKPROXY=PATH  use this hookproxy binary instead of building the release one
@@ -20,7 +22,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 DUR=${BENCH_DURATION:-10}
 CLOSE_DUR=$(( DUR > 1 ? DUR / 2 : 1 ))
-PROXIES=${BENCH_PROXIES:-"direct hookproxy hookproxy+har hookproxy+rules squid tinyproxy mitmdump"}
+PROXIES=${BENCH_PROXIES:-"direct hookproxy hookproxy+har hookproxy+rules hookproxy+no-ui hookproxy+watched squid tinyproxy mitmdump"}
 REPEAT_10M=${BENCH_REPEAT_10M:-10}
 SUDO=$( [ "$(id -u)" = 0 ] || echo sudo )
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -198,7 +200,7 @@ EOF
   return 0
 }
 
-PROXY_PID=""; PROXY_PORT=""
+PROXY_PID=""; PROXY_PORT=""; WATCH_PID=""
 start_proxy() { # NAME -> PROXY_PID, PROXY_PORT
   local name=$1 port; port=$(free_port)
   PROXY_PORT=$port
@@ -206,6 +208,8 @@ start_proxy() { # NAME -> PROXY_PID, PROXY_PORT
     hookproxy)       (cd "$T" && exec "$HOOKPROXY" run --listen "127.0.0.1:$port" --quiet --rules "$T/rules-empty") >"$T/$name.log" 2>&1 & ;;
     hookproxy+har)   (cd "$T" && exec "$HOOKPROXY" run --listen "127.0.0.1:$port" --quiet --rules "$T/rules-empty" --har "$T/bench.har") >"$T/$name.log" 2>&1 & ;;
     hookproxy+rules) (cd "$T" && exec "$HOOKPROXY" run --listen "127.0.0.1:$port" --quiet --rules "$T/rules50") >"$T/$name.log" 2>&1 & ;;
+    hookproxy+no-ui) (cd "$T" && exec "$HOOKPROXY" run --listen "127.0.0.1:$port" --quiet --rules "$T/rules-empty" --no-ui) >"$T/$name.log" 2>&1 & ;;
+    hookproxy+watched) (cd "$T" && exec "$HOOKPROXY" run --listen "127.0.0.1:$port" --quiet --rules "$T/rules-empty") >"$T/$name.log" 2>&1 & ;;
     squid)           write_squid_conf "$port"; squid -N -f "$T/squid/squid.conf" >"$T/$name.log" 2>&1 & ;;
     tinyproxy)       write_tinyproxy_conf "$port"; tinyproxy -d -c "$T/tinyproxy/tinyproxy.conf" >"$T/$name.log" 2>&1 & ;;
     # stream_large_bodies: mitmdump buffers every body whole by default; from 1 MiB up it streams instead.
@@ -216,7 +220,13 @@ start_proxy() { # NAME -> PROXY_PID, PROXY_PORT
   PIDS+=("$PROXY_PID")
   local i
   for i in $(seq 1 300); do
-    if curl -sf -o /dev/null --max-time 2 -x "http://127.0.0.1:$port" "$UP/1k.bin"; then return 0; fi
+    if curl -sf -o /dev/null --max-time 2 -x "http://127.0.0.1:$port" "$UP/1k.bin"; then
+      if [ "$name" = hookproxy+watched ]; then
+        # a browser tab on the viewer: reads every event while the load runs (ends when hookproxy stops)
+        curl -sN -o /dev/null "http://127.0.0.1:$port/api/events" & WATCH_PID=$!; PIDS+=("$WATCH_PID")
+      fi
+      return 0
+    fi
     kill -0 "$PROXY_PID" 2>/dev/null || break
     sleep 0.1
   done
@@ -229,8 +239,9 @@ start_proxy() { # NAME -> PROXY_PID, PROXY_PORT
 stop_proxy() {
   local keep=() p
   stop_pid "$PROXY_PID"
-  for p in "${PIDS[@]}"; do [ "$p" = "$PROXY_PID" ] || keep+=("$p"); done
-  PIDS=("${keep[@]}"); PROXY_PID=""
+  [ -n "$WATCH_PID" ] && stop_pid "$WATCH_PID"
+  for p in "${PIDS[@]}"; do [ "$p" = "$PROXY_PID" ] || [ "$p" = "$WATCH_PID" ] || keep+=("$p"); done
+  PIDS=("${keep[@]}"); PROXY_PID=""; WATCH_PID=""
 }
 
 tree_pids() { local p=$1 c; echo "$p"; for c in $(pgrep -P "$p" 2>/dev/null); do tree_pids "$c"; done; }
@@ -329,7 +340,7 @@ run_proxy() {
     printf '   %-16s %-22s %s MiB\n' "$proxy" "idle RSS" "${R["idle RSS MiB|$proxy"]}" >&2
   fi
   case $proxy in
-    hookproxy+har|hookproxy+rules)
+    hookproxy+har|hookproxy+rules|hookproxy+no-ui|hookproxy+watched)
       wrk_case "$proxy" 64 2 "$DUR" 0 1k.bin "keep-alive 1 KiB c64" ;;
     *)
       # The 1 GiB transfer first, so its RSS growth is measured from the idle figure (not after the load runs).
@@ -358,7 +369,7 @@ METRICS=(
   "keep-alive 64 KiB c16 MB/s" "keep-alive 64 KiB c16 cpu µs/req"
   "10 MiB transfer MB/s" "1 GiB first byte ms" "1 GiB transfer MB/s" "1 GiB RSS growth MiB" "idle RSS MiB"
 )
-ALL=(direct hookproxy hookproxy+har hookproxy+rules squid tinyproxy mitmdump)
+ALL=(direct hookproxy hookproxy+har hookproxy+rules hookproxy+no-ui hookproxy+watched squid tinyproxy mitmdump)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "" || b == "" || b + 0 == 0) print "–"; else printf "%.3g×", a / b }'; }
 MD="$ROOT/bench/results/latest.md"
 mkdir -p "$ROOT/bench/results"
@@ -423,6 +434,11 @@ mkdir -p "$ROOT/bench/results"
     x=${R["$k64 rps|hookproxy+$v"]:-}
     check "hookproxy+$v keep-alive c64: ≥ 0.8× plain" "$x vs $h ($(ratio "$x" "$h"))" "a >= 0.8 * b" "$x" "$h"
   done
+  # Issue 17: the traffic viewer (on by default) costs at most a tenth of --no-ui's throughput.
+  x=${R["$k64 rps|hookproxy+no-ui"]:-}
+  check "viewer on keep-alive c64: ≥ 0.9× --no-ui" "$h vs $x ($(ratio "$h" "$x"))" "a >= 0.9 * b" "$h" "$x"
+  w=${R["$k64 rps|hookproxy+watched"]:-}
+  check "viewer watched (/api/events read) keep-alive c64: ≥ 0.9× --no-ui" "$w vs $x ($(ratio "$w" "$x"))" "a >= 0.9 * b" "$w" "$x"
 } >"$MD"
 echo
 cat "$MD"
