@@ -25,6 +25,9 @@ rules:
     respond:
       headers: {Content-Type: image/svg+xml}
       body: '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40"><circle cx="20" cy="20" r="18" fill="#2f6fdf"/></svg>'
+  - name: follow-redirects
+    match: {host: 127.0.0.1, path: "/redirect*"}
+    on_redirect: {action: follow, max_hops: 3}
   - name: mock-down
     match: {host: api.viewer.test, path: /health}
     respond: {status: 503, body: "maintenance\\n"}

@@ -82,7 +82,16 @@ def main(binary, screenshot):
             proxy.through(proxy.origin.url + "/hello")
             box.send_keys(Keys.CONTROL, "a")
             box.send_keys(Keys.BACKSPACE)
-            wait_until(lambda: len(rows(driver)) == 9, what="the whole list again (urllib follows the redirect itself)")
+            wait_until(lambda: len(rows(driver)) == 9, what="the whole list again (hookproxy follows the redirect: two hops)")
+
+            # the hops of a followed redirect together
+            click_row(driver, "/redirect")
+            wait_until(lambda: driver.execute_script(
+                "return [...document.querySelectorAll('#detail ol.hops li')].map(li => li.textContent)") ==
+                [f"302 GET {proxy.origin.url}/redirect", f"200 GET {proxy.origin.url}/json"], what="the redirect's two hops")
+            assert "redirect" in driver.find_element(By.ID, "detail").text
+            click_row(driver, "/users/42?live=1")
+            wait_until(lambda: "Ada Lovelace" in driver.find_element(By.ID, "detail").text, what="the JSON exchange again")
             driver.execute_script("document.activeElement.blur()")
             driver.save_screenshot(screenshot)
 
