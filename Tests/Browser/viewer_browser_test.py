@@ -4,7 +4,10 @@ with a pretty-printed JSON body. Saves the screenshot the README shows.
 
 usage: viewer_browser_test.py HOOKPROXY_BINARY SCREENSHOT.png
 """
+import json
 import subprocess
+import urllib.parse
+import urllib.request
 import sys
 import tempfile
 import time
@@ -36,6 +39,13 @@ def paths(driver):
 
 def rows(driver):
     return paths(driver)
+
+
+def har_urls(proxy, words):
+    """The URLs of /api/har?filter=WORDS, asked of the viewer directly (not through the proxy)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(proxy.url + "/api/har?filter=" + urllib.parse.quote(words), timeout=20) as response:
+        return [entry["request"]["url"] for entry in json.load(response)["log"]["entries"]]
 
 
 def click_row(driver, path):
@@ -83,6 +93,19 @@ def main(binary, screenshot):
             box.send_keys(Keys.CONTROL, "a")
             box.send_keys(Keys.BACKSPACE)
             wait_until(lambda: len(rows(driver)) == 9, what="the whole list again (hookproxy follows the redirect: two hops)")
+
+            # the page's filter and /api/har?filter= (FlowFilter.swift) agree
+            for words in ["status:4xx", "-5xx host:api users", "rule:follow-redirects", "hook:redirect", "json -GET", "error"]:
+                box.send_keys(Keys.CONTROL, "a")
+                box.send_keys(Keys.BACKSPACE)
+                box.send_keys(words)
+                har = har_urls(proxy, words)
+                wait_until(lambda: sorted(paths(driver)) == sorted(urllib.parse.urlsplit(u).path + (
+                    "?" + urllib.parse.urlsplit(u).query if urllib.parse.urlsplit(u).query else "") for u in har),
+                    what=f"the page and /api/har to agree on {words!r}")
+            box.send_keys(Keys.CONTROL, "a")
+            box.send_keys(Keys.BACKSPACE)
+            wait_until(lambda: len(rows(driver)) == 9, what="the whole list again")
 
             # the hops of a followed redirect together
             click_row(driver, "/redirect")
