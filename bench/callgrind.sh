@@ -18,13 +18,14 @@
 # (self and inclusive, Ir per request) of every dump go to TMP/top-CASE-LOAD-RUN-{self,incl}.txt; CALLGRIND_TOP=1
 # prints the plain case's (seq load, first run).
 #
-# Knobs: HOOKPROXY, CALLGRIND_CASES ("plain har jsonl rules50"), CALLGRIND_LOADS ("seq conc"), CALLGRIND_SEQ (2000),
+# Cases: plain (the traffic viewer on, the default), har, jsonl, rules50 (50 rules), noui (--no-ui: no records built).
+# Knobs: HOOKPROXY, CALLGRIND_CASES ("plain har jsonl rules50 noui"), CALLGRIND_LOADS ("seq conc"), CALLGRIND_SEQ (2000),
 # CALLGRIND_CONNS (8), CALLGRIND_PER (250), CALLGRIND_WARMUP (50 requests per connection), CALLGRIND_REPEAT (1),
 # CALLGRIND_TIMEOUT (900 s per load), CALLGRIND_TOP, BENCH_KEEP=1 (keep the temp dir: dumps, logs, top lists).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-CASES=${CALLGRIND_CASES:-"plain har jsonl rules50"}
+CASES=${CALLGRIND_CASES:-"plain har jsonl rules50 noui"}
 LOADS=${CALLGRIND_LOADS:-"seq conc"}
 SEQ=${CALLGRIND_SEQ:-2000}
 CONNS=${CALLGRIND_CONNS:-8}
@@ -212,6 +213,7 @@ for run in $(seq 1 "$REPEAT"); do
       har) LOGKIND=har; LOGFILE="$T/$c-$run.har"; args+=(--har "$LOGFILE") ;;
       jsonl) LOGKIND=jsonl; LOGFILE="$T/$c-$run.jsonl"; args+=(--jsonl "$LOGFILE") ;;
       rules50) args=(--rules "$T/rules50") ;;
+      noui) args+=(--no-ui) ;;
       *) echo "unknown case $c" >&2; exit 2 ;;
     esac
     HP=$(free_port)
