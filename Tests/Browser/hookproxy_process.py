@@ -1,8 +1,10 @@
 """Starts .build/debug/hookproxy for the viewer's browser and API tests, and sends requests through it."""
 import os
+import http.client
 import http.server
 import json
 import signal
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -28,6 +30,11 @@ rules:
   - name: follow-redirects
     match: {host: 127.0.0.1, path: "/redirect*"}
     on_redirect: {action: follow, max_hops: 3}
+  - name: pin-tls-origin
+    match: {host: localhost, scheme: https}
+    trust:
+      pinning: public_key
+      pins: ["sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]
   - name: mock-down
     match: {host: api.viewer.test, path: /health}
     respond: {status: 503, body: "maintenance\\n"}
@@ -71,6 +78,26 @@ class Origin:
         self.server.server_close()
 
 
+class TLSOrigin:
+    """An HTTPS server on localhost:0 with a self-signed certificate made now (openssl), for a trust decision."""
+
+    def __init__(self, directory):
+        cert, key = os.path.join(directory, "origin.pem"), os.path.join(directory, "origin.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OriginHandler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://localhost:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class Hookproxy:
     """`hookproxy run --listen 127.0.0.1:0` with mock rules in a temporary directory; stopped with SIGTERM."""
 
@@ -91,6 +118,7 @@ class Hookproxy:
         self.url = line[len(prefix):]
         self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": self.url}))
         self.origin = Origin()
+        self.tls_origin = TLSOrigin(self.dir.name)
 
     def through(self, url):
         """GETs `url` through the proxy; returns the status."""
@@ -101,10 +129,26 @@ class Hookproxy:
         except urllib.error.HTTPError as error:
             return error.code
 
+    def absolute(self, url):
+        """Sends `GET url` (an https URL too) to the proxy in absolute form: hookproxy fetches it itself, so its
+        trust rules apply (a CONNECT would be a blind tunnel). Returns the status."""
+        host, port = self.url.rsplit("//", 1)[1].split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=20)
+        try:
+            connection.request("GET", url)
+            response = connection.getresponse()
+            response.read()
+            return response.status
+        finally:
+            connection.close()
+
     def stop(self):
         if getattr(self, "origin", None):
             self.origin.stop()
             self.origin = None
+        if getattr(self, "tls_origin", None):
+            self.tls_origin.stop()
+            self.tls_origin = None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:

@@ -107,6 +107,18 @@ def main(binary, screenshot):
             box.send_keys(Keys.BACKSPACE)
             wait_until(lambda: len(rows(driver)) == 9, what="the whole list again")
 
+            # a trust decision: the chain, and a trust: snippet copied from the event
+            assert proxy.absolute(proxy.tls_origin.url + "/pinned") == 502
+            wait_until(lambda: "/pinned" in paths(driver), what="the rejected exchange in the list")
+            driver.execute_script("window.copied = []; navigator.clipboard.writeText = t => { window.copied.push(t); return Promise.resolve(); };")
+            click_row(driver, "/pinned")
+            wait_until(lambda: "chain:" in driver.find_element(By.ID, "detail").text, what="the trust event's chain")
+            assert "chain:\n0: CN=localhost" in driver.find_element(By.ID, "detail").text, driver.find_element(By.ID, "detail").text
+            driver.execute_script("[...document.querySelectorAll('#detail button')].find(b => b.textContent === 'Copy trust: snippet').click()")
+            snippet = wait_until(lambda: driver.execute_script("return window.copied[0]"), what="the copied trust: snippet")
+            assert "    match:\n      host: localhost\n    trust:\n      pinning: public_key" in snippet, snippet
+            wait_until(lambda: len(rows(driver)) == 10, what="ten exchanges")
+
             # the hops of a followed redirect together
             click_row(driver, "/redirect")
             wait_until(lambda: driver.execute_script(

@@ -237,7 +237,7 @@
       const box = el("div", { class: `event ${event.hook}` }, el("span", { class: "hook" }, event.hook), " ", event.action,
         event.detail ? el("div", { class: "muted" }, event.detail) : null);
       if (event.hook === "trust") {
-        const chain = /chain: (.*)\)$/.exec(flow.error || "");
+        const chain = /\(chain: ([^()]*)\)$/.exec(flow.error || "");  // the rejection names the chain presented
         if (chain) box.append(el("div", { class: "chain" }, "chain: ", chain[1].split(" ← ").map((s, i) => el("div", {}, `${i}: ${s}`))));
         const pins = (event.detail.match(/sha256\/\/[A-Za-z0-9+\/=]+/g) || []);
         if (pins.length) box.append(el("div", { class: "chain" }, "pins: ", pins.join(", ")));
