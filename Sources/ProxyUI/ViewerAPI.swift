@@ -71,15 +71,15 @@ public struct ViewerAPI: Sendable {
         .problem(405, "method not allowed here (use \(allow))", extra: [("Allow", allow)])
     }
 
-    /// `GET /api/flows?after=ID&limit=N&bodies=false`.
+    /// `GET /api/flows?after=ID&limit=N&bodies=false`: without `limit`, every flow kept after ID.
     private func flows(_ parameters: QueryParameters) -> ViewerAnswer {
-        var after = 0, limit = 1000, bodies = true
+        var after = 0, limit = Int.max, bodies = true
         if let text = parameters["after"] {
             guard let value = Int(text), value >= 0 else { return .problem(400, "after must be a flow id (an integer ≥ 0)") }
             after = value
         }
         if let text = parameters["limit"] {
-            guard let value = Int(text), (1...10_000).contains(value) else { return .problem(400, "limit must be 1…10000") }
+            guard let value = Int(text), value >= 1 else { return .problem(400, "limit must be an integer ≥ 1") }
             limit = value
         }
         if let text = parameters["bodies"] {

@@ -1,6 +1,6 @@
 import ProxyModel
 
-/// What the viewer answers one request with: a whole response, or the start of the `/api/events` stream.
+/// What the viewer answers one request with: a whole response, or the start of the `/api/events` stream. A value.
 public enum ViewerAnswer: Sendable {
     case response(ResponseHead, [UInt8])
     /// Server-sent events from the present moment on.

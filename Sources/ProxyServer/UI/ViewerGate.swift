@@ -54,7 +54,9 @@ enum ViewerGate {
         }
         switch viewer.api.answer(method: method, path: path, query: query) {
         case .events where method == "HEAD":
-            return .answer(LocalResponse(head: ResponseHead(status: 200, headers: [("Content-Type", "text/event-stream")] + ViewerGate.common), body: []))
+            var headers: HeaderFields = [("Content-Type", "text/event-stream")]
+            for (name, value) in ViewerAnswer.commonHeaders { headers.add(name, value) }
+            return .answer(LocalResponse(head: ResponseHead(status: 200, headers: headers), body: []))
         case .events:
             return .events
         case .response(let head, let body):
@@ -62,13 +64,7 @@ enum ViewerGate {
         }
     }
 
-    static var common: HeaderFields { HeaderFields(ViewerAnswer.commonHeaders.map { HeaderField(name: $0.0, value: $0.1) }) }
-
     static func refusal(_ status: Int, _ message: String) -> LocalResponse {
         .text(status, message + "\n", headers: ViewerAnswer.commonHeaders)
     }
-}
-
-extension HeaderFields {
-    static func + (lhs: HeaderFields, rhs: HeaderFields) -> HeaderFields { HeaderFields(lhs.fields + rhs.fields) }
 }
