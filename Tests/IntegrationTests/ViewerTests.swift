@@ -84,6 +84,34 @@ struct ViewerTests {
         }
     }
 
+    @Test("a followed redirect: each hop a flow, the next hop pending while it is in flight, hop 0's record keeping its id")
+    func redirectHops() async throws {
+        let directory = try TemporaryDirectory()
+        try await withOrigin { origin in
+            let rules = try Hooks.store(directory, """
+                rules:
+                  - name: follow
+                    match: { host: 127.0.0.1 }
+                    on_redirect: { action: follow }
+                """)
+            try await withHookProxy(rules: rules, { $0.viewer = ViewerSettings() }) { proxy in
+                async let followed = curlThrough(proxy, ["\(origin.baseURL)/redirect?to=%2Fheld%3Fkey%3Dviewer-hop"])
+                let store = try #require(proxy.server.viewer).store
+                #expect(await eventually(timeout: .seconds(10)) { store.flows().count == 2 })
+                let flows = store.flows()
+                #expect(flows.map(\.record.hop) == [0, 1])
+                #expect(flows.map(\.done) == [true, false], "hop 0 recorded, hop 1 in flight")
+                #expect(flows.last?.record.url == "\(origin.baseURL)/held?key=viewer-hop")
+                origin.release("viewer-hop")
+                #expect(try await followed.exitCode == 0)
+                #expect(await eventually(timeout: .seconds(10)) { store.flows().allSatisfy(\.done) })
+                #expect(store.flows().map(\.id) == flows.map(\.id), "the same two flows, updated")
+                let records = await Hooks.records(proxy, count: 2)
+                #expect(records.map(\.id) == flows.map(\.id), "the log records carry the flows' ids")
+            }
+        }
+    }
+
     @Test("the store keeps only the last --ui-flows exchanges")
     func flowBound() async throws {
         try await Self.withViewer({ $0.viewer = ViewerSettings(limits: .init(maxFlows: 3)) }) { proxy, origin in

@@ -114,7 +114,8 @@ final class Exchange {
     }
 
     private var clientHead: RequestHead { request.clientHead! }
-    /// The id shown for the pending exchange in the viewer (its hop-0 record keeps it); nil without a viewer.
+    /// The id the viewer shows the current hop under while it is pending (its record keeps it); nil without a
+    /// viewer, and once that record is made.
     private var startedFlowID: Int?
 
     static func requestFraming(_ head: HTTPRequestHead, method: String) -> UpstreamRequest.Body {
@@ -476,6 +477,7 @@ final class Exchange {
         hopPlan.editRequest(&head)
         proxy.markIfItMayLoop(&head)
         upstreamHead = head
+        announceHop()
         startTransfer(upload)
     }
 
@@ -538,7 +540,7 @@ final class Exchange {
         let hop = machine.hop - (final ? 0 : 1)  // a redirect's record comes as the next hop starts
         let replayBytes = machine.replay?.byteCount ?? 0
         let flow = request.record(
-            id: (hop == 0 ? startedFlowID : nil) ?? proxy.makeFlowID(), response: response,
+            id: startedFlowID ?? proxy.makeFlowID(), response: response,
             bodySize: final ? machine.bodyBytesWritten : 0,
             events: hopEvents, responseBody: final ? responseCapture : nil,
             hop: RequestContext.Hop(
@@ -547,7 +549,21 @@ final class Exchange {
                 requestBodySize: hop == 0 ? requestBodySize : (upstreamHead.method == clientHead.method ? replayBytes : 0),
                 requestBody: hop == 0 ? requestCapture : nil, outcome: outcome, rules: hopPlan.firedRules,
                 error: final ? machine.failure : nil, secretValues: secretValues))
+        startedFlowID = nil
         proxy.record(flow)
+    }
+
+    /// The viewer shows a followed redirect's next hop as pending too, under the id its record will keep.
+    private func announceHop() {
+        guard proxy.viewer != nil else { return }
+        let id = proxy.makeFlowID()
+        startedFlowID = id
+        proxy.started(request.record(
+            id: id, response: nil, bodySize: 0, events: hopEvents,
+            hop: RequestContext.Hop(
+                number: machine.hop, start: Date(), upstreamRequest: upstreamHead, url: hopRequest.url.description,
+                requestBodySize: 0, requestBody: nil, outcome: nil, rules: hopPlan.firedRules, error: nil,
+                secretValues: secretValues)))
     }
 }
 
