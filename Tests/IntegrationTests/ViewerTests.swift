@@ -139,6 +139,15 @@ struct ViewerTests {
         }
     }
 
+    @Test("a listener on every address also answers an IP literal Host (a browser on the LAN), never another name")
+    func anyAddressListener() async throws {
+        try await Self.withViewer({ $0.host = "0.0.0.0" }) { (proxy: ProxyHarness, _: TestOrigin) async throws in
+            #expect(try await Self.get(proxy, "/api/flows", host: "192.0.2.7:\(proxy.port)").status == 200)
+            #expect(try await Self.get(proxy, "/api/flows", host: "[2001:db8::7]:\(proxy.port)").status == 200)
+            #expect(try await Self.get(proxy, "/api/flows", host: "rebind.example:\(proxy.port)").status == 403)
+        }
+    }
+
     @Test("a proxied (absolute-form) request for the viewer never reaches the API")
     func absoluteFormNeverReachesTheAPI() async throws {
         try await Self.withViewer { proxy, _ in

@@ -8,7 +8,8 @@ import ProxyUI
 ///
 /// The viewer answers only origin-form requests whose `Host` names the listener (`RequestClassifier.isOwnAddress`,
 /// port included): a proxied (absolute-form) request never reaches it. Then, in this order:
-/// - the listener's port with another host name: 403 (a DNS-rebinding page must not read the API);
+/// - the listener's port with another host name: 403 (a DNS-rebinding page must not read the API); a listener on
+///   every address (0.0.0.0) also takes an IP literal (a browser on the LAN), never a name;
 /// - `/ca.pem`: open, as before;
 /// - `--proxy-auth`: the same credentials as HTTP Basic `Authorization`, else 401 `WWW-Authenticate: Basic` whose
 ///   body is the small onboarding page (so what it says stays open);
@@ -30,7 +31,7 @@ enum ViewerGate {
               let (host, port) = ProxyURL.splitAuthority(Substring(hostHeader), defaultPort: 80),
               port == listening.port
         else { return .notViewer }
-        guard RequestClassifier.isOwnAddress(ProxyURL(scheme: "http", host: host, port: port, path: "/"), listening: listening) else {
+        guard isListener(host: host, port: port, listening: listening) else {
             return .answer(refusal(403, "hookproxy: this is hookproxy's own port, and Host '\(hostHeader.prefix(200))' names another host: refused (a page reached through another name must not read the traffic viewer)"))
         }
         let (path, query) = ProxyURL.splitTarget(Substring(head.uri))
@@ -62,6 +63,19 @@ enum ViewerGate {
         case .response(let head, let body):
             return .answer(LocalResponse(head: head, body: body))
         }
+    }
+
+    /// Whether `host` names the listener: its address or a loopback spelling (`RequestClassifier.isOwnAddress`), or,
+    /// on a listener bound to every address (0.0.0.0, ::), any IP literal — the address a LAN browser used. Never
+    /// another DNS name: DNS rebinding always comes with one.
+    static func isListener(host: String, port: Int, listening: (host: String, port: Int)) -> Bool {
+        if RequestClassifier.isOwnAddress(ProxyURL(scheme: "http", host: host, port: port, path: "/"), listening: listening) {
+            return true
+        }
+        guard RequestClassifier.isAnyAddress(listening.host) else { return false }
+        var v4 = in_addr(), v6 = in6_addr()
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return inet_pton(AF_INET, bare, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1
     }
 
     static func refusal(_ status: Int, _ message: String) -> LocalResponse {
