@@ -1,0 +1,91 @@
+import Foundation
+import Logging
+import ProxyLog
+import NIOCore
+import NIOEmbedded
+import ProxyModel
+import ProxyTestSupport
+import Testing
+@testable import ProxyServer
+
+/// The viewer's path through the client pipeline on an `EmbeddedChannel` (no socket, the loop's clock in the test's
+/// hands): its requests are answered and never recorded, and the event stream writes events, heartbeats and its end.
+@Suite struct ViewerHandlerTests {
+    typealias H = ProxyRequestHandlerTests
+
+    /// A context with the viewer on, as `ProxyServer.start` makes it; stopped when `body` returns.
+    static func withViewer(_ body: (ProxyContext, Viewer, RecordingRecorder) throws -> Void) async throws {
+        let recorder = RecordingRecorder()
+        let viewer = Viewer(settings: ViewerSettings())
+        let configuration = ProxyConfiguration(host: "127.0.0.1", port: H.port,
+                                               recorder: MultiRecorder([recorder, viewer.store]), captureBodies: true,
+                                               logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let context = ProxyContext(configuration: configuration, viewer: viewer)
+        context.listeningPort.store(H.port, ordering: .relaxed)
+        var failure: (any Error)?
+        do { try body(context, viewer, recorder) } catch { failure = error }
+        await context.engine.shutdown()
+        try? await context.shutdownPools()
+        if let failure { throw failure }
+    }
+
+    @Test("API requests are answered on a kept-alive connection and are never flows")
+    func apiIsNotRecorded() async throws {
+        try await Self.withViewer { context, viewer, recorder in
+            let channel = try H.makeChannel(context)
+            defer { H.finish(channel) }
+            try H.send(channel, "GET /api/flows HTTP/1.1\r\nHost: \(H.own)\r\n\r\nGET / HTTP/1.1\r\nHost: localhost:\(H.port)\r\n\r\n")
+            let responses = try H.responses(channel)
+            try #require(responses.count == 2)
+            #expect(responses[0].statusLine == "HTTP/1.1 200 OK")
+            #expect(responses[0].body == "[]")
+            #expect(responses[1].header("content-type") == "text/html; charset=utf-8")
+            #expect(channel.isActive)
+            #expect(recorder.records.isEmpty)
+            #expect(viewer.store.count == 0)
+        }
+    }
+
+    @Test("the event stream: head, an event per flow, a heartbeat every 15 s, and its end when the store closes")
+    func eventStream() async throws {
+        try await Self.withViewer { context, viewer, _ in
+            let channel = try H.makeChannel(context)
+            defer { H.finish(channel) }
+            try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
+            let head = String(decoding: try H.drain(channel), as: UTF8.self)
+            #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n"))
+            #expect(head.lowercased().contains("content-type: text/event-stream"))
+            #expect(head.contains("retry: 2000"))
+            #expect(viewer.store.watcherCount == 1)
+
+            let url = ProxyURL(string: "http://example.test/x")!
+            viewer.store.started(FlowRecord(id: 9, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description))
+            channel.embeddedEventLoop.run()
+            let event = String(decoding: try H.drain(channel), as: UTF8.self)
+            #expect(event.contains(#"event: flow"#))
+            #expect(event.contains(#"data: {"state":"pending","id":9,"#))
+
+            channel.embeddedEventLoop.advanceTime(by: .seconds(15))
+            #expect(String(decoding: try H.drain(channel), as: UTF8.self).contains(": keep-alive\n\n"))
+
+            viewer.store.close()
+            channel.embeddedEventLoop.run()
+            #expect(String(decoding: try H.drain(channel), as: UTF8.self).hasSuffix("0\r\n\r\n"))
+            #expect(!channel.isActive)
+            #expect(viewer.store.watcherCount == 0)
+        }
+    }
+
+    @Test("a client that leaves stops its stream (no watcher left behind)")
+    func clientLeaves() async throws {
+        try await Self.withViewer { context, viewer, _ in
+            let channel = try H.makeChannel(context)
+            try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
+            #expect(viewer.store.watcherCount == 1)
+            try channel.close().wait()
+            channel.embeddedEventLoop.run()
+            #expect(viewer.store.watcherCount == 0)
+            H.finish(channel)
+        }
+    }
+}
