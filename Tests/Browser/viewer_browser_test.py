@@ -130,6 +130,15 @@ def main(binary, screenshot):
             driver.execute_script("document.activeElement.blur()")
             driver.save_screenshot(screenshot)
 
+            # copy as curl (the clipboard was replaced above to record what is copied)
+            driver.execute_script("window.copied = []; document.getElementById('copy-curl').click()")
+            command = wait_until(lambda: driver.execute_script("return window.copied[0]"), what="the copied curl command")
+            assert command.startswith("curl -X GET 'http://api.viewer.test/users/42?live=1' -H "), command
+
+            # clear: the page's POST carries its own Origin, and the list empties
+            driver.find_element(By.ID, "clear").click()
+            wait_until(lambda: rows(driver) == [] and driver.find_element(By.ID, "empty").is_displayed(), what="an empty list")
+
             errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
             assert not errors, f"console errors: {errors}"
         finally:
