@@ -71,9 +71,10 @@ final class EventStream {
         while handler.isWritable {
             let (changes, next) = viewer.store.changes(since: cursor, limit: EventStream.batch)
             if next == cursor { break }
+            let windowWasFull = next - cursor >= EventStream.batch  // (changes are deduplicated: count them so)
             cursor = next
             for change in changes { wrote = write(change) || wrote }
-            if changes.count >= EventStream.batch {
+            if windowWasFull {
                 // more may wait: let the loop serve others first
                 eventLoop.assumeIsolated().execute { [weak self] in self?.drain() }
                 break
