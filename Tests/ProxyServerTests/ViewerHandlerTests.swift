@@ -76,6 +76,23 @@ import Testing
         }
     }
 
+    @Test("a burst of changes larger than one batch is written whole, each flow's latest state once per batch")
+    func burst() async throws {
+        try await Self.withViewer { context, viewer, _ in
+            let channel = try H.makeChannel(context)
+            defer { H.finish(channel) }
+            try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
+            _ = try H.drain(channel)
+            let url = ProxyURL(string: "http://example.test/x")!
+            let record = { (id: Int) in FlowRecord(id: id, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description) }
+            for _ in 0..<(EventStream.batch + 10) { viewer.store.started(record(1)) }
+            viewer.store.record(record(2))
+            channel.embeddedEventLoop.run()
+            let text = String(decoding: try H.drain(channel), as: UTF8.self)
+            #expect(text.contains(#""id":2,"#), "the flow after a full window of updates is written too")
+        }
+    }
+
     @Test("a client that leaves stops its stream (no watcher left behind)")
     func clientLeaves() async throws {
         try await Self.withViewer { context, viewer, _ in
