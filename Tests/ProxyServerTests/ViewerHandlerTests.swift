@@ -61,6 +61,8 @@ import Testing
             let url = ProxyURL(string: "http://example.test/x")!
             viewer.store.started(FlowRecord(id: 9, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description))
             channel.embeddedEventLoop.run()
+            #expect(try H.drain(channel).isEmpty, "changes wait for others for a moment")
+            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
             let event = String(decoding: try H.drain(channel), as: UTF8.self)
             #expect(event.contains(#"event: flow"#))
             #expect(event.contains(#"data: {"state":"pending","id":9,"#))
@@ -87,9 +89,27 @@ import Testing
             let record = { (id: Int) in FlowRecord(id: id, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description) }
             for _ in 0..<(EventStream.batch + 10) { viewer.store.started(record(1)) }
             viewer.store.record(record(2))
-            channel.embeddedEventLoop.run()
+            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
             let text = String(decoding: try H.drain(channel), as: UTF8.self)
             #expect(text.contains(#""id":2,"#), "the flow after a full window of updates is written too")
+        }
+    }
+
+    @Test("an exchange that starts and ends within the coalescing interval is one event, done")
+    func coalesced() async throws {
+        try await Self.withViewer { context, viewer, _ in
+            let channel = try H.makeChannel(context)
+            defer { H.finish(channel) }
+            try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
+            _ = try H.drain(channel)
+            let url = ProxyURL(string: "http://example.test/x")!
+            let record = FlowRecord(id: 4, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description)
+            viewer.store.started(record)
+            viewer.store.record(record)
+            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
+            let text = String(decoding: try H.drain(channel), as: UTF8.self)
+            #expect(text.components(separatedBy: "event: flow").count == 2, "\(text)")
+            #expect(text.contains(#"data: {"state":"done","id":4,"#))
         }
     }
 

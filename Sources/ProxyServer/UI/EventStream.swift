@@ -9,7 +9,7 @@ import Synchronization
 /// `heartbeat` keeps it from looking idle to anything in between.
 ///
 /// Event-loop bound (the client connection's loop). The store only *signals* a change (`Signal`, from any thread,
-/// at most one scheduled drain at a time); the drain runs here, reads the changes after this stream's cursor, and
+/// at most one drain scheduled at a time, `coalescing` after the first change); the drain runs here, reads the changes after this stream's cursor, and
 /// writes while the channel is writable — a client that stops reading holds only its cursor, never a queue. The
 /// idle timeout does not cut the stream (the request handler ignores idle events in this state). At shutdown the
 /// store closes its watchers: the stream writes its end and the connection closes cleanly.
@@ -24,6 +24,9 @@ final class EventStream {
     private(set) var ended = false
 
     static let heartbeatInterval = TimeAmount.seconds(15)
+    /// How long a change waits for others before the stream is written: under load one drain (one flush) per
+    /// stream per interval, and an exchange that starts and ends within it is one event, not two.
+    static let coalescing = TimeAmount.milliseconds(50)
     /// Changes written per drain before the loop is given back (the rest follow in the next turn).
     static let batch = 256
 
@@ -138,7 +141,7 @@ final class EventStream {
 
         func changed() {
             guard !scheduled.exchange(true, ordering: .relaxed) else { return }
-            eventLoop.execute { self.stream.value?.drain() }
+            eventLoop.scheduleTask(in: EventStream.coalescing) { self.stream.value?.drain() }
         }
 
         func closed() {
