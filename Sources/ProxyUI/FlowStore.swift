@@ -55,7 +55,8 @@ public final class FlowStore: FlowRecorder, Sendable {
     }
 
     public func record(_ flow: FlowRecord) {
-        update(flow, done: true)
+        // A WebSocket's record at its 101 is the open session: pending until the session's end replaces it.
+        update(flow, done: flow.webSocket?.isOpening != true)
     }
 
     /// Wakes the watchers so their streams end (shutdown).

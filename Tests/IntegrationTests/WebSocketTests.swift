@@ -138,6 +138,25 @@ struct WebSocketTests {
         #expect(websocket["sent"] as? Int == 3 && websocket["received"] as? Int == 3)
     }
 
+    @Test("the viewer shows one flow per session: pending during the handshake and while open, done with its messages")
+    func viewer() async throws {
+        try await Self.intercepted(capture: true, configure: { $0.viewer = ViewerSettings() }) { server, proxy, ca in
+            let store = try #require(proxy.server.viewer?.store)
+            let run = Task { try await Self.client(proxy, "wss://localhost:\(server.port)/viewed", "idle", ca: ca)["reply"] as? String }
+            // the client holds the session open, silent, for 2.5 s: meanwhile the flow is the open session
+            let open = await eventually(timeout: .seconds(20)) {
+                store.flows().contains { $0.record.response?.status == 101 && !$0.done }
+            }
+            #expect(open, "\(store.flows().map { ($0.record.response?.status, $0.state) })")
+            #expect(try await run.value == "still here")
+            let ended = await eventually(timeout: .seconds(20)) { store.flows().contains { $0.done && $0.record.webSocket != nil } }
+            #expect(ended)
+            let flows = store.flows()
+            #expect(flows.count == 1, "one flow for the handshake, the open session and its end: \(flows.map(\.id))")
+            #expect(flows.first?.record.webSocket?.messages.map(\.direction) == [.send, .receive])
+        }
+    }
+
     @Test("4 MiB messages both ways, text whole and binary in three fragments")
     func bigMessages() async throws {
         try await Self.intercepted { server, proxy, ca in

@@ -45,6 +45,8 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     private var bodyBytes = 0
     private var responseCapture: CapturedBody?
     private var relay: (any UpgradeRelay)?
+    /// Every record of this exchange carries it: pending, open and ended, the viewer shows one flow.
+    private lazy var flowID = proxy.makeFlowID()
 
     init(proxy: ProxyContext, handler: ProxyRequestHandler, eventLoop: any EventLoop, plan: FlowPlan,
          request: RequestContext, upstreamHead: RequestHead, protocolName: String) {
@@ -84,6 +86,8 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
 
     func start() {
         proxy.connections.exchangeStarted()
+        // The viewer shows the handshake as pending, then the open session, then the ended one: one flow, one id.
+        if proxy.viewer != nil { proxy.started(record(response: nil, webSocket: nil, error: nil)) }
         let codec = EmbeddedChannel()
         do {
             try codec.pipeline.syncOperations.addHandler(HTTPRequestEncoder())
@@ -295,7 +299,7 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
 
     func record(response: ResponseHead?, webSocket: WebSocketLog?, error: String?, events: [HookEvent] = []) -> FlowRecord {
         var flow = request.record(
-            id: proxy.makeFlowID(), response: response, bodySize: bodyBytes, events: plan.events + events,
+            id: flowID, response: response, bodySize: bodyBytes, events: plan.events + events,
             responseBody: webSocket == nil ? responseCapture : nil,
             hop: RequestContext.Hop(number: 0, start: request.start, upstreamRequest: upstreamHead,
                                     url: request.clientHead?.url.description ?? upstreamHead.url.description,

@@ -264,8 +264,11 @@
   function websocket(flow) {
     if (!flow.websocket) return null;
     const messages = flow.websocket.messages || [];
-    return [el("h3", {}, `WebSocket messages (${messages.length})`),
-      el("pre", {}, messages.map(m => `${m.from === "client" ? "→" : "←"} ${m.type || ""} ${m.text ?? m.data ?? ""}`).join("\n") || "none")];
+    const ws = flow.websocket;
+    const close = ws.close ? `closed ${ws.close.code ?? "without a close frame"} by ${ws.close.by}${ws.close.reason ? ": " + ws.close.reason : ""}`
+      : "open";
+    return [el("h3", {}, `${ws.protocol === "websocket" ? "WebSocket" : ws.protocol} messages: ↑${ws.sent} ↓${ws.received} (${close})`),
+      el("pre", {}, messages.map(m => `${m.direction === "send" ? "↑" : "↓"} ${m.opcode === 2 ? "binary (base64)" : "text"} ${m.data}${m.truncated ? " …" : ""}`).join("\n") || "none")];
   }
   function curl(flow) {
     const quote = s => `'${String(s).replace(/'/g, `'\\''`)}'`;
