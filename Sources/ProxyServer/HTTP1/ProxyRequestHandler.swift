@@ -43,7 +43,11 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Set on a connection to a `--reverse` listener: every request goes to this route's URL.
     let reverse: ReverseRoute?
     private(set) var state: State = .idle
-    private var context: ChannelHandlerContext!
+    /// Set while the handler is in the pipeline. Dropped in `handlerRemoved`: the context holds this handler, so
+    /// keeping it would keep both (and the channel) alive after the connection closed.
+    private var context: ChannelHandlerContext?
+    /// The connection's event loop (kept after removal, unlike the context: it holds nothing of this handler).
+    private var eventLoop: (any EventLoop)!
     private var readPaused = false
     private var readPending = false
     /// The current request ends this connection's use (an `Upgrade` hookproxy does not carry): once it is read,
@@ -62,12 +66,14 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.eventLoop = context.eventLoop
         awaitHead()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         headDeadline?.cancel()
         headDeadline = nil
+        self.context = nil
     }
 
     // MARK: client-side timeouts
@@ -78,6 +84,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func awaitHead() {
         headDeadline?.cancel()
+        guard let context else { return }  // the connection is gone
         let timeout = proxy.limits.headerTimeoutMs
         headDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(timeout))) { [self] in
             guard case .idle = state else { return }
@@ -133,7 +140,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             state = .tunnelling
             // Not from inside the decoder's callback: the tunnel replaces the HTTP handlers, the decoder included.
             context.eventLoop.assumeIsolated().execute { [self] in
-                ConnectTunnel.open(request: request, handler: self, context: self.context)
+                guard let context = self.context else { return }
+                ConnectTunnel.open(request: request, handler: self, context: context)
             }
         case (.body(let buffer), .answeringLocally(let response, let keepAlive, let events, var request)):
             // Drop the state's own copy first: `request` is then the only owner of its captured body, and appending
@@ -192,7 +200,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         readPaused = false
         if readPending {
             readPending = false
-            context.read()
+            context?.read()
         }
     }
 
@@ -201,7 +209,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func receive(_ nioHead: HTTPRequestHead) {
         headDeadline?.cancel()
         headDeadline = nil
-        let request = RequestContext(head: nioHead, client: context.remoteAddress?.description ?? "?", start: Date())
+        let request = RequestContext(head: nioHead, client: context?.remoteAddress?.description ?? "?", start: Date())
         // An `Upgrade` that hookproxy does not carry: NIO's decoder stops parsing after such a request, so the
         // request is answered (forwarded without the upgrade, or locally) and the connection closes; nothing read
         // after it is kept.
@@ -279,7 +287,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var upstreamHead = clientHead
         plan.editRequest(&upstreamHead)
         proxy.markIfItMayLoop(&upstreamHead)
-        let handshake = UpgradeHandshake(proxy: proxy, handler: self, eventLoop: context.eventLoop, plan: plan,
+        let handshake = UpgradeHandshake(proxy: proxy, handler: self, eventLoop: eventLoop, plan: plan,
                                          request: request, upstreamHead: upstreamHead, protocolName: token)
         state = .upgrading(handshake)
         handshake.start()
@@ -300,7 +308,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             send(.head(HTTPResponseHead(version: nioHead.version, status: .continue)))
             flush()
         }
-        let exchange = Exchange(proxy: proxy, handler: self, eventLoop: context.eventLoop, rules: rules, clientHead: clientHead,
+        let exchange = Exchange(proxy: proxy, handler: self, eventLoop: eventLoop, rules: rules, clientHead: clientHead,
                                 keepAlive: keepAlive, plan: plan,
                                 request: request.with(clientHead: clientHead, plan: plan))
         state = .exchanging(exchange)
@@ -329,15 +337,16 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Writes a response part without flushing.
     func send(_ part: HTTPServerResponsePart) {
-        context.write(wrapOutboundOut(part), promise: nil)
+        context?.write(wrapOutboundOut(part), promise: nil)
     }
 
     /// Writes and flushes the response's end; the future completes when it is on the wire.
     func sendEnd() -> EventLoopFuture<Void> {
-        context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        guard let context else { return eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+        return context.writeAndFlush(wrapOutboundOut(.end(nil)))
     }
 
-    func flush() { context.flush() }
+    func flush() { context?.flush() }
 
     /// Called by the exchange when its response is complete and the request has been read: the connection goes
     /// back to idle *before* the response's end is written, because writing it releases the next pipelined request.
@@ -345,7 +354,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard case .exchanging(let current) = state, current === exchange else { return }
         state = close ? .closing : .idle
         if !close { resumeReading() }
-        let context = self.context!
+        guard let context = self.context else { return }
         let ended = endAlreadySent ? context.eventLoop.makeSucceededVoidFuture() : sendEnd()
         // The next request's deadline starts when this response is on the wire, not when it is queued: a client
         // still reading a long tail is not cut off (a client that stops reading meets the write-idle timeout).
@@ -379,10 +388,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if isConnect {
                 sendBodyBelowEncoder(sent)
             } else {
-                send(.body(.byteBuffer(context.channel.allocator.buffer(bytes: sent))))
+                send(.body(.byteBuffer(ByteBuffer(bytes: sent))))
             }
         }
-        let context = self.context!
+        guard let context = self.context else { return }
         sendEnd().assumeIsolated().whenComplete { [self] _ in
             if !keepAlive { context.close(promise: nil) } else if case .idle = state { awaitHead() }
         }
@@ -432,7 +441,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 done(true)
             } catch {
                 proxy.logger.error("upgrade: cannot hand the connection over: \(error)")
-                context.close(promise: nil)
+                self.context?.close(promise: nil)
                 done(false)
             }
         }
@@ -443,7 +452,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func upgradeRefused() {
         guard case .upgrading = state else { return }
         state = .closing
-        let context = self.context!
+        guard let context = self.context else { return }
         sendEnd().assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
@@ -451,6 +460,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// lets `install` add what serves the tunnel, and removes the request decoder last, so bytes the client sent
     /// right after its CONNECT (before it read the 200) flow into what `install` added instead of being dropped.
     func becomeTunnel(install: (ChannelPipeline.SynchronousOperations) throws -> Void) throws {
+        guard let context else { throw ChannelError.ioOnClosedChannel }
         let pipeline = context.pipeline.syncOperations
         let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
         var others: [any RemovableChannelHandler] = [try pipeline.handler(type: ProtocolErrorHandler.self),
@@ -471,7 +481,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func startEventStream() {
         guard let viewer = proxy.viewer else { return }
-        let stream = EventStream(handler: self, viewer: viewer, eventLoop: context.eventLoop)
+        let stream = EventStream(handler: self, viewer: viewer, eventLoop: eventLoop)
         state = .streamingEvents(stream)
         if !stream.start() {
             state = .idle
@@ -487,25 +497,26 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func eventStreamFinished() {
         guard case .streamingEvents = state else { return }
         state = .closing
-        let context = self.context!
+        guard let context = self.context else { return }
         sendEnd().assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
     private func illegalTransition(_ what: String) {
         proxy.logger.error("internal: \(what); closing the connection")
-        context.close(promise: nil)
+        context?.close(promise: nil)
     }
 }
 
 extension ProxyRequestHandler {
-    var isWritable: Bool { context.channel.isWritable }
+    /// True once the connection is gone too: writes then go nowhere, and nothing should wait for them.
+    var isWritable: Bool { context?.channel.isWritable ?? true }
 
 
     /// Closes the connection once everything written so far is on the wire (a plain `close` would drop queued
     /// writes: the head and body bytes of a response whose upstream died mid-body). No clean end is written, so
     /// the client can tell the body is incomplete.
     func closeConnection() {
-        let context = self.context!
+        guard let context = self.context else { return }
         guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
             context.close(promise: nil)
             return
@@ -521,7 +532,7 @@ extension ProxyRequestHandler {
     /// bytes go out below the encoder, after the head; the caller closes the connection, which ends the body
     /// (RFC 9112 §6.3: no Content-Length, no Transfer-Encoding → the body runs to the close).
     func sendBodyBelowEncoder(_ bytes: [UInt8]) {
-        guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else { return }
+        guard let context, let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else { return }
         encoder.write(NIOAny(context.channel.allocator.buffer(bytes: bytes)), promise: nil)
     }
 

@@ -34,6 +34,11 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
         context.read()
     }
 
+    /// The context holds this handler: keeping it would keep both (and the channel) alive after the close.
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = unwrapInboundIn(data)
         log.sentBytes += bytes.readableBytes

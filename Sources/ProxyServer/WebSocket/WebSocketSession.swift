@@ -70,6 +70,11 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         context.read()
     }
 
+    /// The context holds this handler: keeping it would keep both (and the channel) alive after the close.
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
     // MARK: - client side
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
