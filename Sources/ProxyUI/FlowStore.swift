@@ -42,6 +42,7 @@ public final class FlowStore: FlowRecorder, Sendable {
 
     public let limits: Limits
     private let state: Mutex<State>
+    private let watching = Atomic<Int>(0)
 
     public init(limits: Limits = Limits()) {
         self.limits = limits
@@ -137,13 +138,21 @@ public final class FlowStore: FlowRecorder, Sendable {
             guard !state.closed else { return nil }
             state.nextToken += 1
             state.watchers[state.nextToken] = watcher
+            watching.store(state.watchers.count, ordering: .relaxed)
             return (state.nextToken, state.changeBase + state.changes.count)
         }
     }
 
     public func unwatch(_ token: Int) {
-        state.withLock { _ = $0.watchers.removeValue(forKey: token) }
+        state.withLock { state in
+            _ = state.watchers.removeValue(forKey: token)
+            watching.store(state.watchers.count, ordering: .relaxed)
+        }
     }
+
+    /// Whether a page is watching (an `/api/events` stream is open), without taking the lock: exchanges announce
+    /// themselves as pending only then, so a proxy nobody watches pays nothing for it.
+    public var isWatched: Bool { watching.load(ordering: .relaxed) > 0 }
 
     public var watcherCount: Int { state.withLock { $0.watchers.count } }
 

@@ -66,8 +66,11 @@ struct ViewerTests {
     func pending() async throws {
         try await Self.withViewer { proxy, origin in
             // the origin answers /held only when the test releases it: the exchange is in flight until then
-            async let held = curlThrough(proxy, ["\(origin.baseURL)/held?key=viewer-pending"])
             let store = try #require(proxy.server.viewer).store
+            // pending flows are announced while a page watches (an /api/events stream is open)
+            let watch = try #require(store.watch(FlowStore.Watcher(changed: {}, closed: {})))
+            defer { store.unwatch(watch.token) }
+            async let held = curlThrough(proxy, ["\(origin.baseURL)/held?key=viewer-pending"])
             #expect(await eventually(timeout: .seconds(10)) { !store.flows().isEmpty })
             let listed = try #require(try Self.json(try await Self.get(proxy, "/api/flows")) as? [[String: Any]])
             #expect(listed.count == 1)
@@ -95,8 +98,10 @@ struct ViewerTests {
                     on_redirect: { action: follow }
                 """)
             try await withHookProxy(rules: rules, { $0.viewer = ViewerSettings() }) { proxy in
-                async let followed = curlThrough(proxy, ["\(origin.baseURL)/redirect?to=%2Fheld%3Fkey%3Dviewer-hop"])
                 let store = try #require(proxy.server.viewer).store
+                let watch = try #require(store.watch(FlowStore.Watcher(changed: {}, closed: {})))
+                defer { store.unwatch(watch.token) }
+                async let followed = curlThrough(proxy, ["\(origin.baseURL)/redirect?to=%2Fheld%3Fkey%3Dviewer-hop"])
                 #expect(await eventually(timeout: .seconds(10)) { store.flows().count == 2 })
                 let flows = store.flows()
                 #expect(flows.map(\.record.hop) == [0, 1])

@@ -3,6 +3,7 @@ import ProxyLog
 import ProxyModel
 import ProxyRules
 import ProxyServer
+import ProxyUI
 import ProxyTestSupport
 import Testing
 
@@ -142,6 +143,8 @@ struct WebSocketTests {
     func viewer() async throws {
         try await Self.intercepted(capture: true, configure: { $0.viewer = ViewerSettings() }) { server, proxy, ca in
             let store = try #require(proxy.server.viewer?.store)
+            let watch = try #require(store.watch(FlowStore.Watcher(changed: {}, closed: {})))
+            defer { store.unwatch(watch.token) }
             let run = Task { try await Self.client(proxy, "wss://localhost:\(server.port)/viewed", "idle", ca: ca)["reply"] as? String }
             // the client holds the session open, silent, for 2.5 s: meanwhile the flow is the open session
             let open = await eventually(timeout: .seconds(20)) {

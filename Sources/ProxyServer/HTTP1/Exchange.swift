@@ -137,8 +137,9 @@ final class Exchange {
 
     func start() {
         proxy.connections.exchangeStarted()
-        if proxy.viewer != nil {
-            // The viewer shows the exchange as pending from now on, under the id its hop-0 record will carry.
+        if proxy.viewer?.store.isWatched == true {
+            // A watching viewer shows the exchange as pending from now on, under the id its hop-0 record will carry
+            // (nobody watching: nothing to show, and the record is not built).
             let id = proxy.makeFlowID()
             startedFlowID = id
             proxy.started(request.record(id: id, response: nil, bodySize: 0, events: plan.events))
@@ -555,7 +556,7 @@ final class Exchange {
 
     /// The viewer shows a followed redirect's next hop as pending too, under the id its record will keep.
     private func announceHop() {
-        guard proxy.viewer != nil else { return }
+        guard proxy.viewer?.store.isWatched == true else { return }
         let id = proxy.makeFlowID()
         startedFlowID = id
         proxy.started(request.record(

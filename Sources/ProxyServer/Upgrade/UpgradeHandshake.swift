@@ -87,7 +87,7 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     func start() {
         proxy.connections.exchangeStarted()
         // The viewer shows the handshake as pending, then the open session, then the ended one: one flow, one id.
-        if proxy.viewer != nil { proxy.started(record(response: nil, webSocket: nil, error: nil)) }
+        if proxy.viewer?.store.isWatched == true { proxy.started(record(response: nil, webSocket: nil, error: nil)) }
         let codec = EmbeddedChannel()
         do {
             try codec.pipeline.syncOperations.addHandler(HTTPRequestEncoder())
