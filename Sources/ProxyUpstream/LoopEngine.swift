@@ -257,7 +257,7 @@ final class LoopEngine: @unchecked Sendable {
             return
         }
         // curl no longer watches it (the transfer is done); if it still did, the connection's readiness wins.
-        let connection = UpstreamConnection(engine: self, easy: easy, socket: socket, delegate: delegate)
+        let connection = UpstreamConnection(engine: self, easy: easy, owner: transfer, socket: socket, delegate: delegate)
         handedOver[socket] = connection
         delegate.upstreamConnected(connection, outcome)
         if connection.isOpen { connection.ready(events: 0, readable: true, writable: false) }

@@ -36,6 +36,9 @@ public final class UpstreamConnection {
     let socket: Int32
     private let engine: LoopEngine
     private var easy: CurlEasy?
+    /// The transfer that made the connection. The handle's options still point into it (its error buffer, which curl
+    /// writes when a send or receive fails; its context), so it lives until the handle is freed.
+    private var owner: CurlTransfer?
     private var pending = CircularBuffer<ByteBuffer>()
     private var reading = true
     private var registered = false
@@ -44,10 +47,11 @@ public final class UpstreamConnection {
     private var scratch: ByteBuffer
     static let readSize = 64 * 1024
 
-    init(engine: LoopEngine, easy: CurlEasy, socket: Int32, delegate: any UpstreamConnectionDelegate) {
+    init(engine: LoopEngine, easy: CurlEasy, owner: CurlTransfer, socket: Int32, delegate: any UpstreamConnectionDelegate) {
         self.engine = engine
         self.loop = engine.loop
         self.easy = easy
+        self.owner = owner
         self.socket = socket
         self.delegate = delegate
         self.scratch = ByteBufferAllocator().buffer(capacity: UpstreamConnection.readSize)
@@ -92,12 +96,13 @@ public final class UpstreamConnection {
     }
 
     private func sendPending() {
-        guard let easy else { return }
+        // The raw handle, not the `CurlEasy`: a reference held here would outlive a `finish` called meanwhile.
+        guard let handle = easy?.handle else { return }
         let hadBacklog = bufferedBytes > 0
         while var first = pending.first {
             var sent = 0
             let code = first.withUnsafeReadableBytes { bytes in
-                curl_easy_send(easy.handle, bytes.baseAddress, bytes.count, &sent)
+                curl_easy_send(handle, bytes.baseAddress, bytes.count, &sent)
             }
             if code == CURLE_AGAIN { break }
             guard code == CURLE_OK else { return fail(code, "sending to") }
@@ -119,7 +124,8 @@ public final class UpstreamConnection {
     /// the socket wakes: OpenSSL may already hold the decrypted bytes, and the socket then never wakes for them.
     private func receive() {
         var turns = 0
-        while reading, let easy {
+        // The raw handle, not the `CurlEasy`: the delegate may `close` (freeing it) from inside the loop.
+        while reading, let handle = easy?.handle {
             guard turns < 16 else {
                 loop.assumeIsolated().execute { [self] in if reading && isOpen { receive() } }
                 return
@@ -128,7 +134,7 @@ public final class UpstreamConnection {
             scratch.clear(minimumCapacity: UpstreamConnection.readSize)
             var received = 0
             let code = scratch.withUnsafeMutableWritableBytes { bytes in
-                curl_easy_recv(easy.handle, bytes.baseAddress, bytes.count, &received)
+                curl_easy_recv(handle, bytes.baseAddress, bytes.count, &received)
             }
             if code == CURLE_AGAIN { break }
             guard code == CURLE_OK else { return fail(code, "receiving from") }
@@ -167,13 +173,17 @@ public final class UpstreamConnection {
         delegate?.upstreamClosed(ProxyError(.upstreamClosed, "hookproxy: upstream connection failed \(what) the server: \(reason)"))
     }
 
-    /// Frees curl's handle (which closes the connection) and stops watching the socket. Once.
+    /// Frees curl's handle (which closes the connection) and stops watching the socket, then lets go of the transfer
+    /// whose memory the handle pointed into (not before: `curl_easy_cleanup` may still write there). Once.
     func finish() {
-        guard let easy else { return }
-        self.easy = nil
+        guard isOpen else { return }
         pending.removeAll()
         bufferedBytes = 0
-        engine.release(self, easy: easy)
+        withExtendedLifetime(owner) {
+            engine.release(self, easy: easy!)
+            easy = nil  // the last reference: curl_easy_cleanup, while the transfer is still alive
+        }
+        owner = nil
     }
 }
 

@@ -1,0 +1,245 @@
+import Foundation
+import Synchronization
+import ProxyModel
+import ProxyServer
+import ProxyTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// WebSocket and other upgrades against a hostile client (raw bytes, `RawClient`) and a hostile upstream
+/// (`MisbehavingOrigin`, a server that never reads): bad frames, bad handshakes, peers that vanish, shutdown, and
+/// the proxy's sockets counted afterwards (`SocketCensus`), so nothing leaks.
+@Suite("WebSocket against hostile peers (issue 15)", .timeLimit(.minutes(3)))
+struct WebSocketAdversarialTests {
+    static let accept = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"
+
+    /// The session's record (the one written at its end).
+    static func sessionRecord(_ proxy: ProxyHarness) async -> FlowRecord? {
+        _ = await eventually(timeout: .seconds(20)) {
+            proxy.recorder.records.contains { $0.webSocket?.isOpening == false }
+        }
+        return proxy.recorder.records.first { $0.webSocket?.isOpening == false }
+    }
+
+    /// Whether the proxy let go of every socket it held for `upstreamPort` and its clients.
+    static func socketsReleased(_ proxy: ProxyHarness, upstreamPort: Int) async -> Bool {
+        await eventually(timeout: .seconds(20)) {
+            SocketCensus.count(localPort: proxy.port) == 0 && SocketCensus.count(remotePort: upstreamPort) == 0
+        }
+    }
+
+    @Test("frames the client sends before the 101 arrives reach the server, in order, after the handshake")
+    func framesBefore101() async throws {
+        try await TestWebSocketServer.with { server in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                let head = WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)")
+                try await client.send(Array(head.utf8) + WebSocketWire.text("early one"))
+                try await client.send(WebSocketWire.text("early two"))
+                let response = try await client.readResponse()
+                #expect(response.status == 101)
+                let echoed = try await client.read(atLeast: 22)
+                #expect(WebSocketWire.payloads(echoed) == [Array("early one".utf8), Array("early two".utf8)])
+                client.close()
+                #expect(await Self.socketsReleased(proxy, upstreamPort: server.port))
+            }
+        }
+    }
+
+    @Test("a malformed or oversized frame from the client ends that session with a clear log; the proxy serves on",
+          arguments: [("fragmented ping", WebSocketWire.fragmentedPing()), ("2^40-byte frame", WebSocketWire.hugeFrameHead())])
+    func badClientFrame(name: String, frame: [UInt8]) async throws {
+        try await TestWebSocketServer.with { server in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
+                #expect(try await client.readResponse().status == 101)
+                try await client.send(WebSocketWire.text("fine") + frame)
+                #expect(await client.waitForClose(), "\(name): the client's connection closes")
+                let record = try #require(await Self.sessionRecord(proxy))
+                #expect(record.webSocket?.close?.code == 1002, "\(name)")
+                #expect(record.webSocket?.close?.reason.contains("bad frame from the client") == true,
+                        "\(name): \(String(describing: record.webSocket?.close))")
+                #expect(record.webSocket?.sentMessages == 1)
+                #expect(await Self.socketsReleased(proxy, upstreamPort: server.port))
+                // The proxy still works.
+                let next = try await RawClient.connect(port: proxy.port)
+                try await next.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
+                #expect(try await next.readResponse().status == 101)
+                try await next.send(WebSocketWire.text("again"))
+                #expect(WebSocketWire.payloads(try await next.read(atLeast: 7)) == [Array("again".utf8)])
+            }
+        }
+    }
+
+    @Test("an upstream that answers the handshake with garbage, a truncated head, or a close: 502, and nothing leaks",
+          arguments: [("garbage", [MisbehavingOrigin.Step.text("SSH-2.0-OpenSSH_9.2\r\n\r\n"), .hang]),
+                      ("truncated head", [.text("HTTP/1.1 101 Switching Protocols\r\nUpgrade: webs"), .close]),
+                      ("close", [.close]),
+                      ("reset", [.reset])])
+    func badHandshakeAnswer(name: String, script: [MisbehavingOrigin.Step]) async throws {
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
+                let response = try await client.readResponse()
+                #expect(response.status == 502, "\(name): \(response.rawHead)")
+                #expect(await client.waitForClose())
+                let records = await Hooks.records(proxy)
+                #expect(records.first?.response?.status == 502, "\(name)")
+                #expect(records.first?.webSocket == nil)
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 }, "\(name)")
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port), "\(name)")
+            }
+        }
+    }
+
+    @Test("a client that vanishes mid-handshake or mid-message: the upstream connection closes, no socket stays")
+    func clientVanishes() async throws {
+        try await MisbehavingOrigin.with([.hang]) { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
+                #expect(await eventually(timeout: .seconds(20)) { String(decoding: origin.received, as: UTF8.self).contains("\r\n\r\n") })
+                client.close()
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 })
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
+                let records = await Hooks.records(proxy)
+                #expect(records.first?.error?.contains("client closed") == true, "\(String(describing: records.first?.error))")
+            }
+        }
+        try await TestWebSocketServer.with { server in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
+                #expect(try await client.readResponse().status == 101)
+                try await client.send(Array(WebSocketWire.text(String(repeating: "x", count: 1000)).prefix(300)))
+                client.close()
+                let record = try #require(await Self.sessionRecord(proxy))
+                #expect(record.webSocket?.close?.by == .client)
+                #expect(await Self.socketsReleased(proxy, upstreamPort: server.port))
+            }
+        }
+    }
+
+    @Test("a server that never reads: the client's writes stall at a bound, they do not pile up in the proxy")
+    func serverNeverReads() async throws {
+        let server = try NonReadingServer(answer: Self.accept)
+        defer { server.stop() }
+        try await withProxy { proxy in
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(3))
+            try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
+            #expect(try await client.readResponse().status == 101)
+            let frame = WebSocketWire.frame(opcode: 2, [UInt8](repeating: 7, count: 256 * 1024))
+            let cap = 96 * 1024 * 1024
+            var sent = 0
+            // A send that waits 3 s (SO_SNDTIMEO) throws: the proxy stopped taking bytes.
+            while sent < cap, (try? await client.send(frame)) != nil { sent += frame.count }
+            #expect(sent < cap, "the proxy took \(sent) bytes for a server that reads none")
+            client.close()
+            #expect(await eventually(timeout: .seconds(20)) { SocketCensus.count(localPort: proxy.port) == 0 })
+        }
+    }
+
+    @Test("shutdown with sessions open ends them at once (it does not wait out the grace period)")
+    func shutdownWithOpenSessions() async throws {
+        try await TestWebSocketServer.with { server in
+            let proxy = try await ProxyHarness.start { $0.limits.shutdownGraceMs = 600_000 }
+            var clients: [RawClient] = []
+            for _ in 0..<3 {
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
+                #expect(try await client.readResponse().status == 101)
+                clients.append(client)
+            }
+            let stopped = Mutex(false)
+            let stopping = Task {
+                await proxy.stop()
+                stopped.withLock { $0 = true }
+            }
+            let ended = await eventually(timeout: .seconds(30)) { stopped.withLock { $0 } }
+            if !ended { stopping.cancel() }
+            #expect(ended, "shutdown returned while sessions were open")
+            for client in clients { #expect(await client.waitForClose()) }
+            #expect(SocketCensus.count(remotePort: server.port) == 0)
+        }
+    }
+
+    @Test("many sessions opened and abandoned, mid-handshake and mid-session: every socket is released")
+    func manyAbandoned() async throws {
+        try await TestWebSocketServer.with { server in
+            try await MisbehavingOrigin.with([.hang]) { silent in
+                try await withProxy { proxy in
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for index in 0..<40 {
+                            group.addTask {
+                                let client = try await RawClient.connect(port: proxy.port)
+                                if index % 2 == 0 {
+                                    try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
+                                    _ = try await client.readResponse()
+                                    try await client.send(WebSocketWire.text("abandoned \(index)"))
+                                    _ = try await client.read(atLeast: 4)
+                                } else {
+                                    try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(silent.port)/", host: "127.0.0.1:\(silent.port)"))
+                                }
+                                client.close()
+                            }
+                        }
+                        try await group.waitForAll()
+                    }
+                    #expect(await Self.socketsReleased(proxy, upstreamPort: server.port))
+                    #expect(await Self.socketsReleased(proxy, upstreamPort: silent.port))
+                    #expect(await eventually(timeout: .seconds(20)) { silent.openConnections == 0 })
+                }
+            }
+        }
+    }
+}
+
+/// A server that accepts one connection, reads the request head, answers `answer`, and then never reads again
+/// (its receive window fills). Blocking sockets on a thread of its own; `stop` closes everything.
+final class NonReadingServer: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let accepted = Accepted()
+
+    /// The accepted connection's descriptor, shared with the accepting thread.
+    private final class Accepted: Sendable {
+        let fd = Mutex<Int32>(-1)
+    }
+
+    init(answer: String) throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, $0, &length) == 0
+            }
+        }
+        guard bound else { throw TestSupportError("NonReadingServer: bind: \(String(cString: strerror(errno)))") }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let accepted = self.accepted
+        Thread.detachNewThread {
+            let fd = accept(listener, nil, nil)
+            guard fd >= 0 else { return }
+            accepted.fd.withLock { $0 = fd }
+            var head: [UInt8] = []
+            var byte: UInt8 = 0
+            while !head.suffix(4).elementsEqual([13, 10, 13, 10]), recv(fd, &byte, 1, 0) == 1 { head.append(byte) }
+            _ = Array(answer.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        accepted.fd.withLock { if $0 >= 0 { close($0) } }
+    }
+}

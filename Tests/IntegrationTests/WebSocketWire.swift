@@ -1,0 +1,106 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Hand-made WebSocket bytes for tests that speak the protocol badly on purpose (a real client cannot send a
+/// fragmented ping or a 2^40-byte length), and the raw handshake heads they start with. Pure values; any thread.
+enum WebSocketWire {
+    static let key = "dGhlIHNhbXBsZSBub25jZQ=="
+
+    /// A handshake head for `target` (absolute-form through the proxy); `extra` lines go before the empty line.
+    static func handshake(_ target: String, host: String, version: String = "HTTP/1.1",
+                          connection: String = "Upgrade", extra: [String] = []) -> String {
+        rawRequest("GET \(target) \(version)", ["Host: \(host)", "Upgrade: websocket", "Connection: \(connection)",
+                                                 "Sec-WebSocket-Key: \(key)", "Sec-WebSocket-Version: 13"] + extra)
+    }
+
+    /// One frame: FIN and opcode as given, masked with a fixed key when `masked` (a client's frames must be).
+    static func frame(opcode: UInt8, _ payload: [UInt8], fin: Bool = true, masked: Bool = true) -> [UInt8] {
+        var bytes: [UInt8] = [(fin ? 0x80 : 0) | opcode]
+        let maskBit: UInt8 = masked ? 0x80 : 0
+        if payload.count < 126 {
+            bytes.append(maskBit | UInt8(payload.count))
+        } else if payload.count <= 0xFFFF {
+            bytes.append(maskBit | 126)
+            bytes += [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        } else {
+            bytes.append(maskBit | 127)
+            bytes += (0..<8).reversed().map { UInt8((UInt64(payload.count) >> (UInt64($0) * 8)) & 0xFF) }
+        }
+        guard masked else { return bytes + payload }
+        let mask: [UInt8] = [0x37, 0xFA, 0x21, 0x3D]
+        return bytes + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+    }
+
+    static func text(_ text: String, masked: Bool = true) -> [UInt8] { frame(opcode: 1, Array(text.utf8), masked: masked) }
+
+    /// A frame head that announces `length` payload bytes (none follow): a decoder must refuse it, not wait for them.
+    static func hugeFrameHead(length: UInt64 = 1 << 40, masked: Bool = true) -> [UInt8] {
+        [0x82, (masked ? 0x80 : 0) | 127] + (0..<8).reversed().map { UInt8((length >> (UInt64($0) * 8)) & 0xFF) }
+            + (masked ? [1, 2, 3, 4] : [])
+    }
+
+    /// A ping without FIN: control frames may not be fragmented (RFC 6455 §5.5).
+    static func fragmentedPing(masked: Bool = true) -> [UInt8] { frame(opcode: 9, [], fin: false, masked: masked) }
+
+    /// The payloads of the complete unmasked frames at the start of `bytes` (what a server sends), in order.
+    static func payloads(_ bytes: [UInt8]) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        var at = 0
+        while at + 2 <= bytes.count {
+            var length = Int(bytes[at + 1] & 0x7F)
+            var start = at + 2
+            if length == 126 {
+                guard start + 2 <= bytes.count else { break }
+                length = Int(bytes[start]) << 8 | Int(bytes[start + 1])
+                start += 2
+            } else if length == 127 {
+                guard start + 8 <= bytes.count else { break }
+                length = bytes[start..<start + 8].reduce(0) { $0 << 8 | Int($1) }
+                start += 8
+            }
+            guard start + length <= bytes.count else { break }
+            out.append(Array(bytes[start..<start + length]))
+            at = start + length
+        }
+        return out
+    }
+}
+
+/// Counts this process's TCP sockets by port, from `/proc/self/fd` and `/proc/net/tcp{,6}`: the sockets that one
+/// proxy holds (accepted on its port, or connected to one origin's port), whatever other tests open meanwhile.
+enum SocketCensus {
+    /// Open descriptors of this process that are TCP sockets with local port `local` (not listening) or remote port
+    /// `remote`.
+    static func count(localPort local: Int? = nil, remotePort remote: Int? = nil) -> Int {
+        let inodes = ownSocketInodes()
+        var count = 0
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                guard fields.count > 9, inodes.contains(String(fields[9])) else { continue }
+                let localPort = port(fields[1]), remotePort = port(fields[2])
+                let listening = fields[3] == "0A"
+                if let local, localPort == local, !listening { count += 1 } else if let remote, remotePort == remote { count += 1 }
+            }
+        }
+        return count
+    }
+
+    private static func port(_ address: Substring) -> Int {
+        address.split(separator: ":").last.flatMap { Int($0, radix: 16) } ?? -1
+    }
+
+    private static func ownSocketInodes() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        var inodes = Set<String>()
+        for name in names {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name),
+                  target.hasPrefix("socket:[") else { continue }
+            inodes.insert(String(target.dropFirst(8).dropLast()))
+        }
+        return inodes
+    }
+}
