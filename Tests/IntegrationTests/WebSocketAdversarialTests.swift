@@ -97,6 +97,26 @@ struct WebSocketAdversarialTests {
         }
     }
 
+    @Test("a 101 to a request that asked no upgrade (Connection without upgrade, HTTP/1.0, a body): never relayed as a 101",
+          arguments: [
+            WebSocketWire.handshake("http://127.0.0.1:PORT/", host: "127.0.0.1:PORT", connection: "keep-alive"),
+            WebSocketWire.handshake("http://127.0.0.1:PORT/", host: "127.0.0.1:PORT", version: "HTTP/1.0"),
+            WebSocketWire.handshake("http://127.0.0.1:PORT/", host: "127.0.0.1:PORT", extra: ["Content-Length: 4"]) + "body",
+          ])
+    func unaskedSwitch(request: String) async throws {
+        try await MisbehavingOrigin.with([.text(Self.accept + "after"), .hang]) { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(request.replacingOccurrences(of: "PORT", with: "\(origin.port)"))
+                let response = try await client.readResponse()
+                #expect(response.status == 502, "\(response.rawHead)")
+                #expect(await client.waitForClose())
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 })
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
+            }
+        }
+    }
+
     @Test("a client that vanishes mid-handshake or mid-message: the upstream connection closes, no socket stays")
     func clientVanishes() async throws {
         try await MisbehavingOrigin.with([.hang]) { origin in

@@ -217,7 +217,11 @@ final class Exchange {
     private func receive(_ upstream: ResponseHead) {
         var head = upstream
         let verdict: ExchangeStateMachine.HeadVerdict
-        if let problem = ResponseFraming.sanitize(&head) {
+        if head.status == 101 {
+            // Upgrade requests go to `UpgradeHandshake`: this one asked for none (or hookproxy dropped its Upgrade), so
+            // a switch is the server's error, and what follows it has no HTTP framing (curl would read it to the close).
+            verdict = .malformed(ProxyError(.upstreamFailed, "hookproxy: bad response from \(upstreamHead.url.authority): 101 Switching Protocols to a request that asked for no upgrade"))
+        } else if let problem = ResponseFraming.sanitize(&head) {
             verdict = .malformed(ProxyError(.upstreamFailed, "hookproxy: bad response from \(upstreamHead.url.authority): \(problem)"))
         } else if plan.onRedirect != nil || hopPlan.onChallenge?.action == .cancel,  // (most heads meet no hook)
                   let decision = HookDecisions.onHead(head, .init(
