@@ -97,6 +97,25 @@ struct WebSocketAdversarialTests {
         }
     }
 
+    @Test("a 101 without Upgrade, or naming another protocol, is no WebSocket: 502, and no session starts",
+          arguments: ["HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n",
+                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"])
+    func unnamed101(answer: String) async throws {
+        try await MisbehavingOrigin.with([.text(answer + "after"), .hang]) { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
+                let response = try await client.readResponse()
+                #expect(response.status == 502, "\(response.rawHead)")
+                #expect(await client.waitForClose())
+                let records = await Hooks.records(proxy)
+                #expect(records.first?.response?.status == 502)
+                #expect(records.first?.webSocket == nil)
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 })
+            }
+        }
+    }
+
     @Test("a 101 to a request that asked no upgrade (Connection without upgrade, HTTP/1.0, a body): never relayed as a 101",
           arguments: [
             WebSocketWire.handshake("http://127.0.0.1:PORT/", host: "127.0.0.1:PORT", connection: "keep-alive"),

@@ -33,8 +33,9 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     let plan: FlowPlan
     let request: RequestContext
     let upstreamHead: RequestHead
-    /// `websocket`, or the other protocol's token, lower-cased.
-    let protocolName: String
+    /// `websocket`, or the other protocol's token, lower-cased: the first the client offered, then the one the
+    /// server's 101 chose.
+    private(set) var protocolName: String
     private weak var handler: ProxyRequestHandler?
     private var state = State.connecting
     private var transfer: UpstreamTransfer?
@@ -184,7 +185,7 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
             while let part = try codec.readInbound(as: HTTPClientResponsePart.self) {
                 switch part {
                 case .head(let head):
-                    receive(head)
+                    guard receive(head) else { return }
                 case .body(let buffer):
                     writeBody(buffer)
                 case .end:
@@ -201,7 +202,21 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         }
     }
 
-    private func receive(_ nio: HTTPResponseHead) {
+    /// Takes the server's head; false when it refused the answer (a 101 that names no protocol the client offered: the
+    /// bytes after it cannot be relayed as that protocol) and answered 502 instead.
+    private func receive(_ nio: HTTPResponseHead) -> Bool {
+        if nio.status == .switchingProtocols {
+            let offered = UpgradeHandshake.tokens(upstreamHead.headers.values(for: "upgrade"))
+            let chosen = UpgradeHandshake.tokens(nio.headers[canonicalForm: "upgrade"].map(String.init))
+            guard chosen.count == 1, offered.contains(chosen[0]) else {
+                connection?.close()
+                connection = nil
+                let named = chosen.isEmpty ? "no Upgrade header" : "Upgrade: \(chosen.joined(separator: ", "))"
+                fail(ProxyError(.upstreamFailed, "hookproxy: bad response from \(upstreamHead.url.authority): 101 Switching Protocols with \(named), to a request for \(offered.joined(separator: ", "))"))
+                return false
+            }
+            protocolName = chosen[0]
+        }
         var head = ResponseHead(status: Int(nio.status.code), reason: nio.status.reasonPhrase,
                                 version: HTTPVersionNumber(nio.version), headers: HeaderFields(nio.headers))
         if head.status != 101 {
@@ -211,8 +226,14 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         }
         plan.editResponse(&head)
         responseHead = head
-        guard head.status != 101 else { return }
+        guard head.status != 101 else { return true }
         handler?.send(.head(head.nioHead(version: request.head.version)))
+        return true
+    }
+
+    /// The protocol tokens of `Upgrade` values, lower-cased, in order.
+    static func tokens(_ values: [String]) -> [String] {
+        values.flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces().lowercased() }.filter { !$0.isEmpty }
     }
 
     private func writeBody(_ buffer: ByteBuffer) {
