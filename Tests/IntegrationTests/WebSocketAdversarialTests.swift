@@ -136,6 +136,44 @@ struct WebSocketAdversarialTests {
         }
     }
 
+    @Test("a refused handshake's long answer to a client that does not read: the upstream is held back")
+    func refusedAnswerBackpressure() async throws {
+        try await withOrigin { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                let size = 256 * 1024 * 1024
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/bytes/\(size)", host: "127.0.0.1:\(origin.port)"))
+                // The client reads nothing: what the origin manages to send is bounded by buffers, not by the body.
+                #expect(await eventually(timeout: .seconds(20)) { origin.bytesStreamed > 0 })
+                var last = -1
+                _ = await eventually(timeout: .seconds(30), interval: .milliseconds(500)) {
+                    let now = origin.bytesStreamed
+                    defer { last = now }
+                    return now == last
+                }
+                #expect(origin.bytesStreamed < 64 * 1024 * 1024, "the proxy read \(origin.bytesStreamed) bytes the client did not take")
+                client.close()
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
+            }
+        }
+    }
+
+    @Test("a client that stops reading a refused handshake's answer is let go after --idle-timeout, with its upstream")
+    func refusedAnswerIdle() async throws {
+        try await withOrigin { origin in
+            try await withProxy({ $0.limits.clientIdleTimeoutMs = 1000 }) { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/bytes/\(256 * 1024 * 1024)", host: "127.0.0.1:\(origin.port)"))
+                #expect(await eventually(timeout: .seconds(20)) { origin.bytesStreamed > 0 })
+                // The client stays connected and reads nothing: the proxy gives up on it, and on the server's answer.
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
+                let records = await Hooks.records(proxy)
+                #expect(records.first?.error?.contains("client closed") == true, "\(String(describing: records.first?.error))")
+                client.close()
+            }
+        }
+    }
+
     @Test("a client that vanishes mid-handshake or mid-message: the upstream connection closes, no socket stays")
     func clientVanishes() async throws {
         try await MisbehavingOrigin.with([.hang]) { origin in

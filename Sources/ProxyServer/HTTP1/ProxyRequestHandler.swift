@@ -109,6 +109,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // The client stopped reading: curl does not time out a paused transfer, so hookproxy ends it.
             exchange.clientTimedOut("client read nothing for \(seconds) s (--idle-timeout)")
             context.close(promise: nil)
+        case (.write, .upgrading(let handshake)) where !context.channel.isWritable:
+            // The client stopped reading the server's refusal of its upgrade: the upstream is not held for it.
+            handshake.clientClosed()
+            context.close(promise: nil)
         case (.write, .closing), (.write, .idle):
             // Nothing written completed for the idle timeout: a client that stopped reading the end of a response
             // (or an idle keep-alive connection) is not kept.
@@ -173,6 +177,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable, case .exchanging(let exchange) = state { exchange.drainResponse() }
         if context.channel.isWritable, case .streamingEvents(let stream) = state { stream.drain() }
+        if context.channel.isWritable, case .upgrading(let handshake) = state { handshake.clientWritable() }
         context.fireChannelWritabilityChanged()
     }
 

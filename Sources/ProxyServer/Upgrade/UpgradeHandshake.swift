@@ -241,6 +241,13 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         responseCapture?.append(buffer, limit: proxy.limits.captureLimit)
         handler?.send(.body(.byteBuffer(buffer)))
         handler?.flush()
+        // A refusal can be long and the client slow: the server waits while the client's connection is full.
+        if handler?.isWritable == false { connection?.setReading(false) }
+    }
+
+    /// The client's connection drained (it was full): the server's answer is read again.
+    func clientWritable() {
+        if case .relayingResponse = state { connection?.setReading(true) }
     }
 
     /// 101: the client gets the head, and the relay both connections (with whatever the server sent after it).
