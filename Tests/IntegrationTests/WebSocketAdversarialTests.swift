@@ -75,6 +75,29 @@ struct WebSocketAdversarialTests {
         }
     }
 
+    @Test("a malformed or oversized frame from the server, right after its 101 in the same packet, ends the session",
+          arguments: [("fragmented ping", WebSocketWire.fragmentedPing(masked: false)),
+                      ("2^40-byte frame", WebSocketWire.hugeFrameHead(masked: false))])
+    func badServerFrame(name: String, frame: [UInt8]) async throws {
+        let script: [MisbehavingOrigin.Step] = [.send(Array(Self.accept.utf8) + WebSocketWire.text("first", masked: false) + frame), .hang]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
+                #expect(try await client.readResponse().status == 101)
+                let rest = try await client.readToEOF()
+                #expect(WebSocketWire.payloads(rest) == [Array("first".utf8)], "\(name): the frame before the bad one arrives")
+                let record = try #require(await Self.sessionRecord(proxy))
+                #expect(record.webSocket?.close?.code == 1002)
+                #expect(record.webSocket?.close?.by == .server)
+                #expect(record.webSocket?.close?.reason.contains("bad frame from the server") == true,
+                        "\(name): \(String(describing: record.webSocket?.close))")
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 })
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
+            }
+        }
+    }
+
     @Test("an upstream that answers the handshake with garbage, a truncated head, or a close: 502, and nothing leaks",
           arguments: [("garbage", [MisbehavingOrigin.Step.text("SSH-2.0-OpenSSH_9.2\r\n\r\n"), .hang]),
                       ("truncated head", [.text("HTTP/1.1 101 Switching Protocols\r\nUpgrade: webs"), .close]),

@@ -117,6 +117,11 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
                 for out in process(frame, flow: &toClient) { context.write(wrapOutboundOut(out), promise: nil) }
             }
         } catch {
+            // The frames decoded before the bad one still reach the client (the close waits for them).
+            while let frame = try? codec.readInbound(as: WebSocketFrame.self) {
+                for out in process(frame, flow: &toClient) { context.write(wrapOutboundOut(out), promise: nil) }
+            }
+            handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): server frame error: \(error)")
             end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(error)", by: .server))
             return
         }
