@@ -120,6 +120,22 @@ struct WebSocketAdversarialTests {
         }
     }
 
+    @Test("an upstream that never answers the handshake: 504 after the idle timeout, not a wait without end")
+    func silentUpstream() async throws {
+        try await MisbehavingOrigin.with([.hang]) { origin in
+            try await withProxy({ $0.upstream.idleTimeoutMs = 1000 }) { proxy in
+                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
+                let response = try await client.readResponse()
+                #expect(response.status == 504)
+                #expect(response.bodyText.hasPrefix("hookproxy: timeout waiting for 127.0.0.1:\(origin.port): "), "\(response.bodyText)")
+                #expect(await client.waitForClose())
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 })
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
+            }
+        }
+    }
+
     @Test("a 101 without Upgrade, or naming another protocol, is no WebSocket: 502, and no session starts",
           arguments: ["HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n",
                       "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"])

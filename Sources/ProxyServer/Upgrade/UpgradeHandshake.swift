@@ -48,6 +48,9 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     private var relay: (any UpgradeRelay)?
     /// Every record of this exchange carries it: pending, open and ended, the viewer shows one flow.
     private lazy var flowID = proxy.makeFlowID()
+    /// While the server's head is awaited: it must say something within the upstream idle timeout (`--idle-timeout`),
+    /// as curl's low-speed limit asks of every other request.
+    private var headDeadline: Scheduled<Void>?
 
     init(proxy: ProxyContext, handler: ProxyRequestHandler, eventLoop: any EventLoop, plan: FlowPlan,
          request: RequestContext, upstreamHead: RequestHead, protocolName: String) {
@@ -126,6 +129,7 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         }
         self.connection = connection
         state = .awaitingHead
+        awaitServer()
         var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: upstreamHead.method),
                                    uri: upstreamHead.url.pathAndQuery, headers: upstreamHead.headers.nioHeaders)
         head.headers.remove(name: "content-length")
@@ -147,6 +151,7 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     func upstreamReceived(_ bytes: ByteBuffer) {
         switch state {
         case .awaitingHead, .relayingResponse:
+            if case .awaitingHead = state { awaitServer() }
             parse(bytes)
         case .upgraded:
             relay?.upstreamReceived(bytes)
@@ -177,6 +182,18 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     }
 
     // MARK: - the server's answer
+
+    /// (Re)starts the wait for the server's next bytes of its head.
+    private func awaitServer() {
+        headDeadline?.cancel()
+        let timeout = proxy.engine.settings.idleTimeoutMs
+        headDeadline = eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(timeout))) { [weak self] in
+            guard let self, case .awaitingHead = state else { return }
+            connection?.close()
+            connection = nil
+            fail(ProxyError(.timeout, "hookproxy: timeout waiting for \(upstreamHead.url.authority): no answer to the upgrade request within \(timeout) ms (--idle-timeout)"))
+        }
+    }
 
     private func parse(_ bytes: ByteBuffer) {
         guard let codec else { return }
@@ -260,6 +277,8 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         while let bytes = try? codec.readInbound(as: ByteBuffer.self) { leftover.append(bytes) }
         _ = try? codec.finish()
         self.codec = nil
+        headDeadline?.cancel()
+        headDeadline = nil
         state = .upgraded
         // The HTTP exchange is over: shutdown does not wait for an open session (nor for a tunnel) to end.
         proxy.connections.exchangeEnded()
@@ -306,6 +325,8 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     private func finish(error: String?) {
         if case .done = state { return }
         state = .done
+        headDeadline?.cancel()
+        headDeadline = nil
         codec.map { _ = try? $0.finish() }
         codec = nil
         proxy.connections.exchangeEnded()
