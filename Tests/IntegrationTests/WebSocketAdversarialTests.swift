@@ -120,6 +120,30 @@ struct WebSocketAdversarialTests {
         }
     }
 
+    @Test("a TLS upstream that resets the connection, during the handshake or the session: 502 or a closed session",
+          arguments: [false, true])
+    func tlsUpstreamResets(afterSwitch: Bool) async throws {
+        let ca = TestCA.shared
+        let directory = try TemporaryDirectory()
+        let root = try directory.writePEM([ca.root], to: "R.pem")
+        let store = try Hooks.store(directory, "rules:\n  - name: trust-test-root\n    match: { host: localhost }\n    trust: { ca_file: \(root) }\n")
+        let script: [MisbehavingOrigin.Step] = afterSwitch ? [.text(Self.accept), .pause(milliseconds: 50), .reset] : [.reset]
+        try await MisbehavingOrigin.with(script, tls: ca.identity([ca.leaf, ca.intermediate])) { origin in
+            try await withHookProxy(rules: store) { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("https://localhost:\(origin.port)/", host: "localhost:\(origin.port)"))
+                let response = try await client.readResponse()
+                #expect(response.status == (afterSwitch ? 101 : 502), "\(response.rawHead)")
+                #expect(await client.waitForClose())
+                if afterSwitch {
+                    let record = try #require(await Self.sessionRecord(proxy))
+                    #expect(record.webSocket?.close?.by == .server)
+                }
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
+            }
+        }
+    }
+
     @Test("an upstream that never answers the handshake: 504 after the idle timeout, not a wait without end")
     func silentUpstream() async throws {
         try await MisbehavingOrigin.with([.hang]) { origin in
