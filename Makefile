@@ -8,10 +8,10 @@ RULES ?= rules
 ARGS ?=
 # The Python packages the tests use: an independent HAR reader and a JSON Schema validator for the logs, an
 # independent WebSocket client, and what the traffic viewer's tests use (Selenium drives the browser;
-# schemathesis probes the API from its OpenAPI).
+# schemathesis probes the API from its OpenAPI), and a real gRPC client and server (HTTP/2 tests).
 PYVENV := .build/pyvenv
-PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0 websockets==17.4 selenium==4.51.0 schemathesis==4.32.5
-PY_TEST_MODULES := haralyzer, jsonschema, websockets, selenium, schemathesis
+PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0 websockets==17.4 selenium==4.51.0 schemathesis==4.32.5 grpcio==1.85.1
+PY_TEST_MODULES := haralyzer, jsonschema, websockets, selenium, schemathesis, grpc
 # The browser the viewer's test runs headless, and its WebDriver. Test-only: not in SYSTEM_PACKAGES, which the
 # Docker image (it builds and runs hookproxy, never its tests) mirrors.
 BROWSER_TEST_PACKAGES := chromium chromium-driver
@@ -82,6 +82,7 @@ docker-lint:
 bench: deps
 	bash bench/run.sh
 	bash bench/ws.sh
+	bash bench/h2.sh
 callgrind: deps
 	bash bench/callgrind.sh
 

@@ -30,6 +30,7 @@ static inline void hp_SSL_CTX_set_cert_verify_callback(SSL_CTX *ctx, hp_cert_ver
     SSL_CTX_set_cert_verify_callback(ctx, cb, arg);
 }
 static inline int hp_ssl_verify_peer(void) { return SSL_VERIFY_PEER; }
+static inline void hp_SSL_CTX_forbid_renegotiation(SSL_CTX *ctx) { SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION); }
 static inline int hp_ssl_verify_none(void) { return SSL_VERIFY_NONE; }
 static inline unsigned long hp_xn_flag_rfc2253(void) { return XN_FLAG_RFC2253; }
 static inline unsigned long hp_x509_v_flag_partial_chain(void) { return X509_V_FLAG_PARTIAL_CHAIN; }

@@ -7,7 +7,8 @@ import Darwin
 #endif
 
 /// Writes one line per exchange to stdout:
-/// `12:34:56.789 200 GET http://example.com/a 1.2 KiB 35 ms [local-api, no-cookies] redirect followed 2 hops`.
+/// `12:34:56.789 200 GET http://example.com/a 1.2 KiB 35 ms [local-api, no-cookies] redirect followed 2 hops`
+/// (`h2` after the URL when the client spoke HTTP/2).
 ///
 /// `record` is called on an event-loop thread and only queues; lines are formatted (redacted) and written by one
 /// background thread, each exchange in a single `write(2)`, so lines never interleave. The status is coloured per
@@ -43,6 +44,7 @@ public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
         parts.append(color ? colored(status, status: flow.response?.status) : status)
         parts.append(flow.request.method)
         parts.append(flow.webSocket?.isWebSocket == true ? webSocketURL(flow.url) : flow.url)
+        if flow.request.version.major == 2 { parts.append("h2") }
         parts.append(humanSize(flow.responseBodySize))
         parts.append(humanDuration(flow.durationMs))
         if flow.hop > 0 { parts.append("hop \(flow.hop)") }

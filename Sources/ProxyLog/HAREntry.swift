@@ -134,7 +134,7 @@ struct HAREntry: Encodable {
                 }
             }
             response = Response(
-                status: head.status, statusText: head.reason, httpVersion: head.version.description,
+                status: head.status, statusText: head.reason, httpVersion: flow.request.version.description,
                 cookies: HAREntry.responseCookies(head.headers), headers: HAREntry.nameValues(head.headers),
                 content: content, redirectURL: head.headers["Location"] ?? "", bodySize: flow.responseBodySize)
         } else {

@@ -10,6 +10,7 @@ extension JSONLRecord {
         json.field("url", url)
         json.field("upstream_url", upstreamURL)
         json.field("http_version", httpVersion)
+        json.field("upstream_http_version", upstreamHTTPVersion)
         json.field("status", status)
         json.field("request_headers", array: requestHeaders) { json, header in header.write(into: &json) }
         json.field("response_headers", array: responseHeaders) { json, header in header.write(into: &json) }

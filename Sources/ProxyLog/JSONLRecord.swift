@@ -25,7 +25,9 @@ struct JSONLRecord: Encodable {
     var method: String
     var url: String
     var upstreamURL: String?
+    /// The client side's version; `upstreamHTTPVersion` is the upstream response's (nil without one).
     var httpVersion: String
+    var upstreamHTTPVersion: String?
     var status: Int?
     var requestHeaders: [Header]
     var responseHeaders: [Header]
@@ -46,7 +48,8 @@ struct JSONLRecord: Encodable {
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case id, start, client, method, url
-        case upstreamURL = "upstream_url", httpVersion = "http_version", status
+        case upstreamURL = "upstream_url", httpVersion = "http_version"
+        case upstreamHTTPVersion = "upstream_http_version", status
         case requestHeaders = "request_headers", responseHeaders = "response_headers"
         case requestBodySize = "request_body_size", responseBodySize = "response_body_size"
         case requestBody = "request_body", requestBodyEncoding = "request_body_encoding"
@@ -62,7 +65,8 @@ struct JSONLRecord: Encodable {
         method = flow.request.method
         url = flow.url
         upstreamURL = flow.upstreamURL
-        httpVersion = (flow.response?.version ?? flow.request.version).description
+        httpVersion = flow.request.version.description
+        upstreamHTTPVersion = flow.upstreamURL == nil ? nil : flow.response?.version.description
         status = flow.response?.status
         requestHeaders = flow.request.headers.map { Header(name: $0.name, value: $0.value) }
         responseHeaders = (flow.response?.headers ?? []).map { Header(name: $0.name, value: $0.value) }
@@ -94,6 +98,7 @@ struct JSONLRecord: Encodable {
         try c.encode(url, forKey: .url)
         try c.encode(upstreamURL, forKey: .upstreamURL)
         try c.encode(httpVersion, forKey: .httpVersion)
+        try c.encode(upstreamHTTPVersion, forKey: .upstreamHTTPVersion)
         try c.encode(status, forKey: .status)
         try c.encode(requestHeaders, forKey: .requestHeaders)
         try c.encode(responseHeaders, forKey: .responseHeaders)

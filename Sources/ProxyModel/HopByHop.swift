@@ -5,13 +5,19 @@ public enum HopByHop {
                                    "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"]
 
     /// Removes the standard hop-by-hop headers and every header named in `Connection`.
+    /// `TE: trailers` survives (RFC 9110 §10.1.4: it says the client takes trailers; gRPC servers send them only
+    /// then), as `TE: trailers` alone.
     public static func strip(_ headers: inout HeaderFields) {
         var named: [String] = []
         for value in headers.values(for: "connection") {
             for token in value.split(separator: ",") { named.append(token.trimmingSpaces()) }
         }
         guard headers.contains(where: { field in isHopByHop(field.name, named) }) else { return }
+        let takesTrailers = headers.values(for: "te").contains { value in
+            value.split(separator: ",").contains { $0.split(separator: ";").first?.trimmingSpaces().lowercased() == "trailers" }
+        }
         headers.removeAll { field in isHopByHop(field.name, named) }
+        if takesTrailers && !named.contains(where: { $0.caseInsensitiveEquals("te") }) { headers.add("TE", "trailers") }
     }
 
     @inline(__always)

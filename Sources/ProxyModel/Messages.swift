@@ -5,7 +5,9 @@ public struct HTTPVersionNumber: Sendable, Hashable, CustomStringConvertible {
     public init(major: Int, minor: Int) { self.major = major; self.minor = minor }
     public static let http1_0 = HTTPVersionNumber(major: 1, minor: 0)
     public static let http1_1 = HTTPVersionNumber(major: 1, minor: 1)
-    public var description: String { "HTTP/\(major).\(minor)" }
+    public static let http2 = HTTPVersionNumber(major: 2, minor: 0)
+    /// `HTTP/1.1`; HTTP/2 and later by their major number alone (`HTTP/2`), as RFC 9113 names it.
+    public var description: String { major >= 2 && minor == 0 ? "HTTP/\(major)" : "HTTP/\(major).\(minor)" }
 }
 
 /// A request head as hookproxy forwards it: method, absolute URL, version and headers (hop-by-hop removed).

@@ -27,6 +27,10 @@ enum ProxyPipeline {
         if let tls, let reverse {
             try pipeline.addHandler(NIOSSLServerHandler(context: tls))
             try pipeline.addHandler(InterceptionWatcher(host: reverse.target.host, proxy: context))
+            // HTTP/2 when the listener's certificate context offers it (the CA-minted one does) and the client picks it.
+            try NegotiatedPipeline.addHandlers(to: pipeline, context: context, impliedScheme: reverse.target.scheme,
+                                               reverse: reverse)
+            return
         }
         try addHTTPHandlers(to: pipeline, context: context, impliedScheme: reverse?.target.scheme ?? "http",
                             reverse: reverse)

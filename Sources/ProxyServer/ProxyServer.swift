@@ -126,6 +126,10 @@ public final class ProxyServer: Sendable {
     public func shutdown() async {
         try? await serverChannel.close()
         for listener in reverseListeners { try? await listener.channel.close() }
+        // HTTP/2 clients get GOAWAY (NIOHTTP2ServerConnectionManagementHandler answers the event); others ignore it.
+        for channel in context.connections.openChannels {
+            channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        }
         let deadline = ContinuousClock.now + .milliseconds(context.limits.shutdownGraceMs)
         if let viewer = context.viewer {
             // Event streams end cleanly (their last chunk written) before connections are closed.

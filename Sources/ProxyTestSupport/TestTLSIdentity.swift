@@ -17,12 +17,12 @@ public struct TestTLSIdentity: Sendable {
         self.init(chainPEM: chain.map(\.pem), privateKeyPEM: chain[0].privateKeyPEM)
     }
 
-    func makeServerContext(clientCA: TestCertificate?) throws -> NIOSSLContext {
+    func makeServerContext(clientCA: TestCertificate?, alpn: [String] = ["http/1.1"]) throws -> NIOSSLContext {
         let certificates = try chainPEM.map { try NIOSSLCertificate(bytes: Array($0.utf8), format: .pem) }
         let key = try NIOSSLPrivateKey(bytes: Array(privateKeyPEM.utf8), format: .pem)
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: certificates.map { .certificate($0) }, privateKey: .privateKey(key))
-        configuration.applicationProtocols = ["http/1.1"]
+        configuration.applicationProtocols = alpn
         if let clientCA {
             configuration.certificateVerification = .noHostnameVerification
             configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: clientCA.der, format: .der)])

@@ -25,7 +25,12 @@ extension CurlTransfer {
         }
         try easy.set(CURLOPT_PATH_AS_IS, true)
         try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
-        try easy.set(CURLOPT_HTTP_VERSION, hp_http_version_1_1())
+        // HTTP/2 only where ALPN can pick it (2TLS: https; plain http stays 1.1). PIPEWAIT: a request to an origin
+        // whose connection is still being set up waits to learn whether it can share it, instead of opening another.
+        // (A connection handed over for an upgrade speaks HTTP/1.1: its ALPN must not offer h2.)
+        let http2 = settings.http2 && head.url.scheme == "https" && !request.connectOnly
+        try easy.set(CURLOPT_HTTP_VERSION, http2 ? hp_http_version_2tls() : hp_http_version_1_1())
+        try easy.set(CURLOPT_PIPEWAIT, http2)
         // Never read proxies from the environment: HTTP_PROXY often points at hookproxy itself.
         try easy.set(CURLOPT_PROXY, settings.upstreamProxy ?? "")
         if settings.upstreamProxy != nil { try easy.set(CURLOPT_PROXYAUTH, hp_auth_any()) }
@@ -55,6 +60,8 @@ extension CurlTransfer {
             // curl connects (and tunnels through an upstream proxy, whatever the scheme: the bytes that follow are
             // not HTTP curl could forward) and stops; `UpstreamConnection` carries the rest.
             try easy.set(CURLOPT_CONNECT_ONLY, 1)
+            // A connection of its own: a pooled one (maybe multiplexing others' streams) is never handed over.
+            try easy.set(CURLOPT_FRESH_CONNECT, true)
             if !(settings.upstreamProxy ?? "").isEmpty { try easy.set(CURLOPT_HTTPPROXYTUNNEL, true) }
             try configureTLS(easy)
             return
@@ -133,6 +140,9 @@ extension CurlTransfer {
         switch delegate.didReceiveBody(bytes) {
         case .bytes: return bytes.count
         case .pause, .end: return hp_writefunc_pause()
+        case .abort(let reason):
+            recordedError = ProxyError(.upstreamFailed, "hookproxy: \(reason) (\(host))")
+            return 0  // not the byte count: curl ends the transfer with CURLE_WRITE_ERROR
         }
     }
 
@@ -141,6 +151,9 @@ extension CurlTransfer {
         case .bytes(let count): return count
         case .end: return 0
         case .pause: return hp_readfunc_pause()
+        case .abort(let reason):
+            recordedError = ProxyError(.upstreamFailed, "hookproxy: \(reason) (\(host))")
+            return hp_readfunc_abort()
         }
     }
 
@@ -148,10 +161,14 @@ extension CurlTransfer {
 
     func outcome(for code: CURLcode) -> UpstreamOutcome {
         var outcome = UpstreamOutcome(events: events)
+        outcome.trailers = headParser.trailers
         if let easy {
             outcome.timings = timings(easy)
             outcome.serverIP = easy.info(string: CURLINFO_PRIMARY_IP)
             outcome.connectionID = easy.info(CURLINFO_LOCAL_PORT).map(String.init)
+            if code == CURLE_OK, let event = reusedVerifiedConnectionEvent(newConnections: easy.info(CURLINFO_NUM_CONNECTS) ?? 1) {
+                outcome.events.append(event)
+            }
             if headParser.answeredChallenges > 0, request.challenge?.action == .useCredential {
                 let scheme = answeredScheme(easy) ?? "any"
                 let status = headParser.current?.status ?? 0

@@ -8,7 +8,7 @@ import ProxyModel
 // inside the handshake.
 extension CurlTransfer {
     func configureTLS(_ easy: CurlEasy) throws(CurlError) {
-        guard request.head.url.scheme == "https", request.trust != nil else {
+        guard request.head.url.scheme == "https", let policy = request.trust else {
             try easy.set(CURLOPT_SSL_VERIFYPEER, true)
             try easy.set(CURLOPT_SSL_VERIFYHOST, 2)
             if request.head.url.scheme == "https", request.settings.verifyTime != nil { try configureDefaultClock(easy) }
@@ -16,15 +16,19 @@ extension CurlTransfer {
         }
         try easy.set(CURLOPT_SSL_VERIFYPEER, false)
         try easy.set(CURLOPT_SSL_VERIFYHOST, 0)
-        // A connection verified under one policy is never used for a flow under another: policy flows get a fresh
-        // connection, never kept, and no TLS session resumption (a resumed session presents no chain to judge).
-        try easy.set(CURLOPT_FRESH_CONNECT, true)
-        // (A connect-only connection is never reused anyway, and FORBID_REUSE would close it as curl hands it over.)
-        if !request.connectOnly { try easy.set(CURLOPT_FORBID_REUSE, true) }
+        // A connection verified under one policy is never used for a flow under another, and flows under the same
+        // policy share one (an HTTP/2 origin's streams multiplex on it). libcurl reuses a connection only when the
+        // TLS configuration matches, the CA file path included; with its own verification off it does not need the
+        // file to exist. So the path names the policy: one connection per origin and policy. No TLS session
+        // resumption: a resumed session presents no chain to judge.
+        try easy.set(CURLOPT_CAINFO, Self.policyKey(policy))
         try easy.set(CURLOPT_SSL_SESSIONID_CACHE, false)
         try easy.setSSLContextCallback({ _, sslContext, context in
             guard let sslContext, let context else { return CURLE_ABORTED_BY_CALLBACK }
             let ctx = OpaquePointer(sslContext)
+            // The verify callback's context is the transfer that opened the connection; a renegotiation later in the
+            // connection's life (another transfer's) must not call back into it.
+            hp_SSL_CTX_forbid_renegotiation(ctx)
             hp_SSL_CTX_set_verify(ctx, hp_ssl_verify_peer(), nil)
             hp_SSL_CTX_set_cert_verify_callback(ctx, { storeContext, context in
                 guard let storeContext, let context else { return 0 }
@@ -34,6 +38,19 @@ extension CurlTransfer {
             return CURLE_OK
         })
         try easy.set(CURLOPT_SSL_CTX_DATA, pointer: Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// The CA-file path that keys a policy's connections (never read: curl's own verification is off for them).
+    static func policyKey(_ policy: TrustPolicy) -> String {
+        "/nonexistent/hookproxy-trust-policy/\(String(UInt(bitPattern: policy.hashValue), radix: 16))"
+    }
+
+    /// A flow that reused a connection its policy had verified sees no handshake: its log says so.
+    func reusedVerifiedConnectionEvent(newConnections: Int) -> HookEvent? {
+        guard let policy = request.trust, request.head.url.scheme == "https", newConnections == 0,
+              !events.contains(where: { $0.hook == .trust }) else { return nil }
+        return HookEvent(hook: .trust, action: "trust accepted",
+                         detail: "connection already verified under this policy [rule \(policy.rule)]")
     }
 
     /// curl's own verification (no `trust` rule) at the `--verify-time` instant: OpenSSL's verification runs as it

@@ -50,12 +50,22 @@ struct ResponseHeadParser {
     private(set) var delivered = false
     /// 401/407 heads that a later response replaced (curl answered the challenge).
     private(set) var answeredChallenges = 0
+    /// Fields curl reports after the delivered head: the response's trailers (HTTP/2, or HTTP/1.1 chunked).
+    private(set) var trailers: HeaderFields?
 
     /// Feeds one raw header line (with CRLF). Returns true when it ended the head of a final response.
     /// Works on the bytes: only the name and the value become Strings.
     mutating func feed(_ line: UnsafeRawBufferPointer) -> Bool {
         var end = line.count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
+        if delivered && complete {
+            // After the final head: trailer fields, then a blank line.
+            if end > 0, let (name, value) = ResponseHeadParser.field(line, end: end) {
+                if trailers == nil { trailers = HeaderFields() }
+                trailers!.add(name, value)
+            }
+            return false
+        }
         if end == 0 {
             guard let current else { return false }
             if (100..<200).contains(current.status) && current.status != 101 {
@@ -82,14 +92,20 @@ struct ResponseHeadParser {
             }
             return false
         }
-        guard let colon = (0..<end).first(where: { line[$0] == 0x3A }) else { return false }
+        guard let (name, value) = ResponseHeadParser.field(line, end: end) else { return false }
+        current!.headers.add(name, value)
+        return false
+    }
+
+    /// `Name: value` of a header line (without its CRLF, `end` bytes long); nil without a colon.
+    private static func field(_ line: UnsafeRawBufferPointer, end: Int) -> (String, String)? {
+        guard let colon = (0..<end).first(where: { line[$0] == 0x3A }) else { return nil }
         var valueStart = colon + 1
         while valueStart < end, line[valueStart] == 0x20 || line[valueStart] == 0x09 { valueStart += 1 }
         var valueEnd = end
         while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 { valueEnd -= 1 }
-        current!.headers.add(String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self),
-                             String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
-        return false
+        return (String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self),
+                String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
     }
 
     /// The head to hand to the client, once: when complete (or whatever arrived when the transfer ended).

@@ -43,6 +43,8 @@ final class LoopEngine: @unchecked Sendable {
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init returned NULL: out of memory") }
         self.multi = multi
         _ = hp_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxCachedConnections)
+        // HTTP/2 upstreams: streams share one connection per origin (and trust policy, see CurlTransfer+Trust).
+        _ = hp_multi_setopt_long(multi, CURLMOPT_PIPELINING, hp_pipe_multiplex())
         let context = Unmanaged.passUnretained(self).toOpaque()
         _ = hp_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, context)
         _ = hp_multi_setopt_socket_callback(multi) { _, socket, what, context, _ in

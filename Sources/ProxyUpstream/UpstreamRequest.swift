@@ -45,9 +45,13 @@ public struct UpstreamSettings: Sendable, Hashable {
     /// `--verify-time`: upstream certificate dates are checked at this instant instead of now, by `trust` rules
     /// without a `verify_time` of their own and by curl's default verification alike.
     public var verifyTime: UTCInstant?
+    /// HTTP/2 with TLS origins that offer it (ALPN), multiplexed; false (`--upstream-http1`): HTTP/1.1 only.
+    /// Cleartext upstreams always get HTTP/1.1.
+    public var http2: Bool
 
     public init(connectTimeoutMs: Int = 10_000, idleTimeoutMs: Int = 60_000, upstreamProxy: String? = nil,
-                maxCachedConnections: Int = 512, verifyTime: UTCInstant? = nil) {
+                maxCachedConnections: Int = 512, http2: Bool = true, verifyTime: UTCInstant? = nil) {
+        self.http2 = http2
         self.connectTimeoutMs = connectTimeoutMs
         self.idleTimeoutMs = idleTimeoutMs
         self.upstreamProxy = upstreamProxy
@@ -63,6 +67,8 @@ public struct UpstreamOutcome: Sendable {
     public var connectionID: String?
     public var error: ProxyError?
     public var events: [HookEvent]
+    /// The response's trailers (HTTP/2 trailers, or HTTP/1.1 chunked trailer fields), when it had any.
+    public var trailers: HeaderFields?
 
     public init(timings: Timings = Timings(), serverIP: String? = nil, connectionID: String? = nil,
                 error: ProxyError? = nil, events: [HookEvent] = []) {
@@ -82,6 +88,8 @@ public enum BodyFlow: Sendable, Equatable {
     case pause
     /// The request body is complete (read only).
     case end
+    /// Give up: the transfer ends with this reason as its error (its connection's other transfers go on).
+    case abort(String)
 }
 
 /// The receiving side of one upstream transfer (implemented by the server's exchange bridge).

@@ -40,6 +40,9 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Send all upstream traffic (CONNECT tunnels included) through this HTTP proxy; credentials in its userinfo answer its 407.")
     var upstreamProxy: String?
 
+    @Flag(name: .customLong("upstream-http1"), help: "Speak HTTP/1.1 to every upstream (by default libcurl negotiates HTTP/2 with TLS origins that offer it, and multiplexes requests on one connection).")
+    var upstreamHTTP1 = false
+
     @Flag(name: .long, help: "Print no exchange lines (warnings and errors still go to stderr).")
     var quiet = false
 
@@ -137,6 +140,7 @@ struct RunCommand: AsyncParsableCommand {
             connectTimeoutMs: try CommandLineValues.milliseconds(connectTimeout, flag: "--connect-timeout"),
             idleTimeoutMs: try CommandLineValues.milliseconds(idleTimeout, flag: "--idle-timeout"),
             upstreamProxy: upstreamProxy,
+            http2: !upstreamHTTP1,
             verifyTime: try verifyTime.map { try CommandLineValues.instant($0, flag: "--verify-time") })
         let redactor = Redactor(logSecrets: logSecrets, redactQuery: redactQuery)
         var recorders: [any FlowRecorder] = quiet ? [] : [ConsoleLog(verbose: verbose, redactor: redactor)]

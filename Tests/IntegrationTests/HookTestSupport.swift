@@ -123,12 +123,14 @@ enum Hooks {
     }
 
     /// Runs a program (no shell), bounded; kills it after `timeout`.
-    static func run(_ program: String, _ args: [String], timeout: Duration = .seconds(30)) async throws
+    static func run(_ program: String, _ args: [String], timeout: Duration = .seconds(30),
+                    environment: [String: String]? = nil) async throws
         -> (exitCode: Int32, stdout: String, stderr: String)
     {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: program)
         process.arguments = args
+        if let environment { process.environment = environment }
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("hp-out-\(UUID().uuidString)")
         let err = FileManager.default.temporaryDirectory.appendingPathComponent("hp-err-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
@@ -194,7 +196,7 @@ func yamlList(_ items: [String]) -> String {
 /// A proxy intercepting `localhost` with its CA in `directory`, trusting the test root for upstream TLS (a `trust`
 /// rule with `ca_file`), for tests of TLS origins behind an intercepted tunnel. `body` gets the proxy and the path of
 /// hookproxy's CA certificate (for curl's `--cacert`).
-func withInterceptingProxy<T>(_ configure: (inout ProxyConfiguration) -> Void = { _ in },
+func withInterceptingProxy<T>(extraRules: String = "", _ configure: (inout ProxyConfiguration) -> Void = { _ in },
                               _ body: (ProxyHarness, String) async throws -> T) async throws -> T {
     let directory = try TemporaryDirectory()
     let root = try directory.writePEM([TestCA.shared.root], to: "R.pem")
@@ -204,7 +206,7 @@ func withInterceptingProxy<T>(_ configure: (inout ProxyConfiguration) -> Void = 
             match: { host: localhost }
             trust: { ca_file: \(root) }
 
-        """)
+        """ + extraRules)
     return try await withHookProxy(rules: store, { configuration in
         configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
         configuration.caDirectory = directory.path + "/ca"

@@ -227,7 +227,7 @@ enum LogFiles {
     }
 
     /// The SPEC's JSONL keys (every one present in every line).
-    static let jsonlKeys = ["id", "start", "client", "method", "url", "upstream_url", "http_version", "status",
+    static let jsonlKeys = ["id", "start", "client", "method", "url", "upstream_url", "http_version", "upstream_http_version", "status",
                             "request_headers", "response_headers", "request_body_size", "response_body_size",
                             "request_body", "response_body", "truncated", "timings", "rules", "events", "error"]
     static let timingKeys = ["dns", "connect", "tls", "first_byte", "total"]

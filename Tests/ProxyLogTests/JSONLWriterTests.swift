@@ -5,7 +5,7 @@ import Testing
 
 @Suite struct JSONLWriterTests {
     static let keys: Set<String> = [
-        "id", "start", "client", "method", "url", "upstream_url", "http_version", "status", "request_headers",
+        "id", "start", "client", "method", "url", "upstream_url", "http_version", "upstream_http_version", "status", "request_headers",
         "response_headers", "request_body_size", "response_body_size", "request_body", "request_body_encoding",
         "response_body", "response_body_encoding", "truncated", "timings", "rules", "events", "error", "hop",
     ]

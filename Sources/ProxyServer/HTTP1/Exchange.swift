@@ -40,6 +40,8 @@ final class Exchange {
     private var transfer: UpstreamTransfer?
     private var outcome: UpstreamOutcome?
     private var transformedRequest: ByteBuffer?
+    /// A gRPC Trailers-Only answer's status fields, taken out of the head to end the response (GRPCTrailersOnly).
+    private var trailersFromHead: HeaderFields?
 
     // throttling (nil pacers: that direction is not limited)
     /// The rules' `throttle`, per field, then `--throttle`; nil when it limits nothing.
@@ -286,14 +288,26 @@ final class Exchange {
         case .finishConnection(let close, let endAlreadySent):
             guard let handler else { return }
             self.handler = nil
-            handler.exchangeFinished(self, close: close, endAlreadySent: endAlreadySent)
+            handler.exchangeFinished(self, close: close, endAlreadySent: endAlreadySent, trailers: trailersForClient)
         case .endResponseAndDrainRequest:
-            _ = handler?.sendEnd()
+            _ = handler?.sendEnd(trailers: trailersForClient)
             handler?.resumeReading()
         case .drain:
             retainedUntilOutcome = self
             drainResponse()
         }
+    }
+
+    /// The upstream's trailers, when the client takes them: an HTTP/2 client always; an HTTP/1.1 client that sent
+    /// `TE: trailers` (NIO's encoder writes them after the last chunk of a chunked response).
+    private var trailersForClient: HTTPHeaders? {
+        let trailers = HeaderFields(Array(trailersFromHead ?? []) + Array(outcome?.trailers ?? []))
+        guard !trailers.isEmpty, machine.failure == nil, clientTakesTrailers else { return nil }
+        return trailers.nioHeaders
+    }
+
+    private var clientTakesTrailers: Bool {
+        clientVersion.major >= 2 || clientHead.headers.values(for: "te").contains { $0.lowercased().contains("trailers") }
     }
 
     /// Starts the current hop's upstream transfer with a fresh bridge.
@@ -327,9 +341,15 @@ final class Exchange {
         // not kept.
         let answersChallenge = hopPlan.onChallenge?.action == .useCredential
         let proxyMayAsk = proxy.configuration.upstream.upstreamProxy != nil && upstreamHead.url.scheme == "http"
+        // libcurl 7.88 sends a request again on a fresh connection when a reused HTTP/2 one ends its stream before
+        // any response (a refused stream, or a trailers-only answer to an upload it had not finished): a small body
+        // is kept for that rewind.
+        let mayRetryOnH2 = upstreamHead.url.scheme == "https" && proxy.engine.settings.http2
+        let retainsForAuth = answersChallenge || proxyMayAsk
         let exchange = NIOLoopBound(WeakExchange(self), eventLoop: eventLoop)
         let bridge = TransferBridge(
-            eventLoop: eventLoop, retainRequest: answersChallenge || proxyMayAsk, retainLimit: proxy.limits.bodyLimit,
+            eventLoop: eventLoop, retainRequest: retainsForAuth || mayRetryOnH2,
+            retainLimit: retainsForAuth ? proxy.limits.bodyLimit : min(proxy.limits.bodyLimit, 64 * 1024),
             onEvents: { exchange.value.exchange?.drainResponse() },
             onRequestRoom: { exchange.value.exchange?.requestRoom() })
         self.bridge = bridge
@@ -339,7 +359,11 @@ final class Exchange {
             for chunk in prefill { push(chunk) }
             endRequestBody()
         }
-        let upstream = UpstreamRequest(head: upstreamHead, body: body, settings: proxy.engine.settings,
+        var settings = proxy.engine.settings
+        // A paced response holds its transfer paused for long stretches: over HTTP/1.1, where pausing is cheap
+        // (an HTTP/2 transfer is never paused, see TransferBridge).
+        if downPacer != nil { settings.http2 = false }
+        let upstream = UpstreamRequest(head: upstreamHead, body: body, settings: settings,
                                        trust: hopPlan.trust, challenge: hopPlan.onChallenge)
         hopStart = Date()
         // A throttle's latency holds every upstream request (each hop), after the rules' delay_ms.
@@ -500,7 +524,9 @@ final class Exchange {
             hopEvents.append(HookEvent(hook: .redirect, action: "redirect followed \(hop) hop\(hop == 1 ? "" : "s")"))
         }
         responseHead = head
-        handler.send(.head(head.nioHead(version: clientVersion)))
+        var sent = head
+        if clientTakesTrailers { trailersFromHead = GRPCTrailersOnly.split(&sent.headers) }
+        handler.send(.head(sent.nioHead(version: clientVersion)))
     }
 
     /// Writes body bytes, in pieces of at most 64 KiB: the client-side idle timeout counts completed writes, and

@@ -16,14 +16,15 @@ protocol ExchangeClient: AnyObject {
     func send(_ part: HTTPServerResponsePart)
     func flush()
     /// Writes and flushes the response's end before the request was read to its end (an early answer).
-    func sendEnd() -> EventLoopFuture<Void>
+    func sendEnd(trailers: HTTPHeaders?) -> EventLoopFuture<Void>
     /// Stops reading the request body until `resumeReading` (the upstream is behind).
     func pauseReading()
     func resumeReading()
     /// Closes once what was written is out, with no clean end: the client can tell the body is incomplete.
     func closeConnection()
     /// The response is complete and the request read: the connection goes idle (or closes, when `close`).
-    func exchangeFinished(_ exchange: Exchange, close: Bool, endAlreadySent: Bool)
+    /// `trailers` go with the response's end (nil: none).
+    func exchangeFinished(_ exchange: Exchange, close: Bool, endAlreadySent: Bool, trailers: HTTPHeaders?)
 }
 
 extension ProxyRequestHandler: ExchangeClient {}

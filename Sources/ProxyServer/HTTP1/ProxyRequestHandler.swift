@@ -88,7 +88,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let timeout = proxy.limits.headerTimeoutMs
         headDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(timeout))) { [self] in
             guard case .idle = state else { return }
-            proxy.logger.debug("\(context.remoteAddress?.description ?? "client"): no request head within \(timeout) ms (--header-timeout): closing")
+            proxy.logger.debug("\(context.channel.remoteAddress?.description ?? "client"): no request head within \(timeout) ms (--header-timeout): closing")
             context.close(promise: nil)
         }
     }
@@ -214,7 +214,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func receive(_ nioHead: HTTPRequestHead) {
         headDeadline?.cancel()
         headDeadline = nil
-        let request = RequestContext(head: nioHead, client: context?.remoteAddress?.description ?? "?", start: Date())
+        let request = RequestContext(head: nioHead, client: context?.channel.remoteAddress?.description ?? "?", start: Date())
         // An `Upgrade` that hookproxy does not carry: NIO's decoder stops parsing after such a request, so the
         // request is answered (forwarded without the upgrade, or locally) and the connection closes; nothing read
         // after it is kept.
@@ -346,21 +346,21 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Writes and flushes the response's end; the future completes when it is on the wire.
-    func sendEnd() -> EventLoopFuture<Void> {
+    func sendEnd(trailers: HTTPHeaders? = nil) -> EventLoopFuture<Void> {
         guard let context else { return eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
-        return context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        return context.writeAndFlush(wrapOutboundOut(.end(trailers)))
     }
 
     func flush() { context?.flush() }
 
     /// Called by the exchange when its response is complete and the request has been read: the connection goes
     /// back to idle *before* the response's end is written, because writing it releases the next pipelined request.
-    func exchangeFinished(_ exchange: Exchange, close: Bool, endAlreadySent: Bool = false) {
+    func exchangeFinished(_ exchange: Exchange, close: Bool, endAlreadySent: Bool = false, trailers: HTTPHeaders? = nil) {
         guard case .exchanging(let current) = state, current === exchange else { return }
         state = close ? .closing : .idle
         if !close { resumeReading() }
         guard let context = self.context else { return }
-        let ended = endAlreadySent ? context.eventLoop.makeSucceededVoidFuture() : sendEnd()
+        let ended = endAlreadySent ? context.eventLoop.makeSucceededVoidFuture() : sendEnd(trailers: trailers)
         // The next request's deadline starts when this response is on the wire, not when it is queued: a client
         // still reading a long tail is not cut off (a client that stops reading meets the write-idle timeout).
         ended.assumeIsolated().whenComplete { [self] _ in
@@ -523,7 +523,11 @@ extension ProxyRequestHandler {
     func closeConnection() {
         guard let context = self.context else { return }
         guard let encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
-            context.close(promise: nil)
+            // An HTTP/2 stream: an empty DATA write completes after every frame queued before it; closing then
+            // resets the stream.
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer())))).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
             return
         }
         // A zero-length write below the HTTP encoder completes after every write queued before it.

@@ -39,10 +39,16 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
         var responseBytes = 0
         var curlResponsePaused = false
         var drainScheduled = false
+        /// The response comes over HTTP/2: its connection may carry other transfers, and libcurl 7.88 pauses an
+        /// HTTP/2 transfer coarsely (a paused one can hold the whole connection), so it is never paused.
+        var upstreamMultiplexed = false
     }
 
     static let highWater = 256 * 1024
     static let lowWater = 64 * 1024
+    /// What an HTTP/2 upstream's response may queue for a client that reads slowly; past it the exchange fails
+    /// (its client stream is reset), rather than pause a transfer whose connection others share.
+    static let multiplexedLimit = 16 * 1024 * 1024
 
     private let state: Mutex<State>
     private let eventLoop: any EventLoop
@@ -110,18 +116,23 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     // MARK: curl side (inside curl's callbacks)
 
     func didReceiveHead(_ head: ResponseHead) {
+        if head.version.major >= 2 { state.withLock { $0.upstreamMultiplexed = true } }
         enqueue(.head(head), bytes: 0)
     }
 
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow {
-        let full = state.withLock { state -> Bool in
+        let refusal = state.withLock { state -> BodyFlow? in
+            if state.upstreamMultiplexed {
+                guard state.responseBytes >= TransferBridge.multiplexedLimit else { return nil }
+                return .abort("the client read too slowly: \(TransferBridge.multiplexedLimit >> 20) MiB of an HTTP/2 upstream's response waited for it")
+            }
             if state.responseBytes >= TransferBridge.highWater {
                 state.curlResponsePaused = true
-                return true
+                return .pause
             }
-            return false
+            return nil
         }
-        if full { return .pause }
+        if let refusal { return refusal }
         var buffer = ByteBufferAllocator().buffer(capacity: bytes.count)
         buffer.writeBytes(bytes)
         enqueue(.body(buffer), bytes: bytes.count)

@@ -6,7 +6,8 @@ import ProxyModel
 import ProxyRules
 
 /// `CONNECT` to an intercepted host: answers 200, terminates the client's TLS with a leaf the CA minted for the
-/// host, and serves what follows as `https://host:port/…` requests through the same pipeline as plain HTTP.
+/// host, and serves what follows as `https://host:port/…` requests through the same pipeline as plain HTTP (over
+/// HTTP/2 when the client picks `h2`: `NegotiatedPipeline`).
 /// Runs on the client connection's event loop.
 enum Interception {
     static func start(host: String, request: RequestContext, handler: ProxyRequestHandler, context: ChannelHandlerContext) {
@@ -23,8 +24,7 @@ enum Interception {
                 handler.becomeTunnelAfter200(install: { pipeline in
                     try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
                     try pipeline.addHandler(InterceptionWatcher(host: host, proxy: proxy))
-                    try ProxyPipeline.addHTTPHandlers(to: pipeline, context: proxy, impliedScheme: "https",
-                                                      impliedAuthority: target)
+                    try NegotiatedPipeline.addHandlers(to: pipeline, context: proxy, impliedAuthority: target)
                 }, done: { result in
                     guard case .failure(let failure) = result, let error = failure.error else { return }
                     proxy.logger.error("CONNECT \(target): cannot start interception: \(error)")

@@ -50,7 +50,7 @@ final class InterceptionContexts: Sendable {
             let leaf = try leaf(for: key)
             var configuration = TLSConfiguration.makeServerConfiguration(
                 certificateChain: leaf.chain.map { .certificate($0) }, privateKey: .privateKey(leaf.key))
-            configuration.applicationProtocols = ["http/1.1"]
+            configuration.applicationProtocols = NegotiatedPipeline.offeredProtocols
             configuration.sslContextCallback = { [self] values, promise in
                 guard let name = values.serverHostname?.lowercased(), name != key else {
                     promise.succeed(.noChanges)

@@ -1,0 +1,83 @@
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOTLS
+import ProxyModel
+
+/// What serves an intercepted tunnel (or a TLS `--reverse` listener's connection) once the client's TLS handshake has chosen a protocol by ALPN: `h2` gets an
+/// HTTP/2 connection whose every stream is served by its own `ProxyRequestHandler` (through NIO's HTTP/2-to-HTTP/1
+/// stream codec, so a stream is an exchange like any HTTP/1.1 request); `http/1.1`, or no ALPN, gets the HTTP/1
+/// handlers of a plain connection.
+///
+/// Runs on the client connection's event loop.
+enum NegotiatedPipeline {
+    /// The protocols an intercepted tunnel offers, in order of preference (a client offering both gets `h2`).
+    static let offeredProtocols = ["h2", "http/1.1"]
+
+    /// Adds the ALPN step after the TLS server handler: it holds what the client sends until the handshake has
+    /// chosen, then installs the handlers for that protocol.
+    static func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations, context: ProxyContext,
+                            impliedScheme: String = "https", impliedAuthority: String? = nil,
+                            reverse: ReverseRoute? = nil) throws {
+        let negotiation = ApplicationProtocolNegotiationHandler { result, channel in
+            channel.eventLoop.makeCompletedFuture {
+                let pipeline = channel.pipeline.syncOperations
+                if case .negotiated("h2") = result {
+                    try addHTTP2Handlers(to: pipeline, channel: channel, context: context, impliedScheme: impliedScheme,
+                                         impliedAuthority: impliedAuthority, reverse: reverse)
+                } else {
+                    try ProxyPipeline.addHTTPHandlers(to: pipeline, context: context, impliedScheme: impliedScheme,
+                                                      impliedAuthority: impliedAuthority, reverse: reverse)
+                }
+            }
+        }
+        try pipeline.addHandler(HandshakeDeadline(timeoutMs: context.limits.headerTimeoutMs))
+        try pipeline.addHandler(negotiation)
+    }
+
+    /// The HTTP/2 connection: the frame codec with a stream per child channel, GOAWAY on shutdown (the
+    /// connection manager answers `ChannelShouldQuiesceEvent`), and the idle watcher.
+    static func addHTTP2Handlers(to pipeline: ChannelPipeline.SynchronousOperations, channel: any Channel,
+                                 context: ProxyContext, impliedScheme: String, impliedAuthority: String?,
+                                 reverse: ReverseRoute?) throws {
+        let manager = NIOHTTP2ServerConnectionManagementHandler(
+            eventLoop: channel.eventLoop,
+            configuration: .init(maxIdleTime: nil, maxAge: nil,
+                                 maxGraceTime: .milliseconds(Int64(context.limits.shutdownGraceMs)), keepalive: nil))
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: HTTP2Limits.maxConcurrentStreams),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: context.limits.maxHeaderBytes),
+            HTTP2Setting(parameter: .initialWindowSize, value: HTTP2Limits.streamWindow),
+        ]
+        // Room for every stream's full window: a stream whose reading stopped (its upstream lags) must not use up
+        // the connection's window and so hold back the others' request bodies.
+        connection.targetWindowSize = HTTP2Limits.maxConcurrentStreams * HTTP2Limits.streamWindow
+        var stream = NIOHTTP2Handler.StreamConfiguration()
+        stream.targetWindowSize = HTTP2Limits.streamWindow
+        let h2 = NIOHTTP2Handler(
+            mode: .server, eventLoop: channel.eventLoop, connectionConfiguration: connection,
+            streamConfiguration: stream, streamDelegate: manager.http2StreamDelegate
+        ) { streamChannel in
+            streamChannel.eventLoop.makeCompletedFuture {
+                let streamPipeline = streamChannel.pipeline.syncOperations
+                try streamPipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                try streamPipeline.addHandler(ProxyRequestHandler(context: context, impliedScheme: impliedScheme,
+                                                                  impliedAuthority: impliedAuthority, reverse: reverse))
+            }
+        }
+        try pipeline.addHandler(h2)
+        try pipeline.addHandler(manager)
+        try pipeline.addHandler(HTTP2IdleWatcher(context: context))
+    }
+}
+
+/// Sizes of an intercepted HTTP/2 connection.
+enum HTTP2Limits {
+    /// Streams a client may have open at once (RFC 9113 recommends no fewer than 100).
+    static let maxConcurrentStreams = 100
+    /// Each stream's receive window: request bytes the client may send ahead of hookproxy's reading. Reading a
+    /// stream stops while its upstream lags, so this bounds what one stream buffers, and one slow stream never
+    /// holds back the others (each has its own window).
+    static let streamWindow = 256 * 1024
+}

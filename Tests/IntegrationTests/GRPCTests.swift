@@ -1,0 +1,63 @@
+import Foundation
+import ProxyTestSupport
+import Testing
+
+/// Issue 16, "gRPC works through an intercepted tunnel": Python grpcio's client, told to use hookproxy by
+/// `grpc_proxy` (CONNECT), calls grpcio's server (TLS, the test CA's leaf) through the real `hookproxy run` binary,
+/// which intercepts the host and speaks HTTP/2 on both sides: unary with trailing metadata, server streaming (each
+/// message forwarded as it arrives), and an error status reaching the client as the server sent it.
+@Suite("gRPC through an intercepted tunnel (issue 16)", .timeLimit(.minutes(3)))
+struct GRPCTests {
+    static var python: String { Hooks.repositoryRoot + "/.build/pyvenv/bin/python3" }
+
+    @Test("grpcio unary, server streaming and an error status through hookproxy")
+    func grpcThroughProxy() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.python), "no \(Self.python): run `make pydeps`")
+        let executable = try #require(Hooks.executable)
+        let directory = try TemporaryDirectory()
+        let ca = TestCA.shared
+        let chain = try directory.writePEM([ca.leaf, ca.intermediate], to: "chain.pem")
+        let key = try directory.writeKey(ca.leaf, to: "leaf.key")
+        let root = try directory.writePEM([ca.root], to: "R.pem")
+        _ = try directory.write("rules:\n  - name: trust-test-root\n    match: { host: localhost }\n    trust: { ca_file: \(root) }\n",
+                                to: "rules/rules.yaml")
+        let caDir = directory.path + "/ca"
+        let made = try await Hooks.run(executable, ["ca", "path", "--ca-dir", caDir])
+        try #require(made.exitCode == 0, "\(made.stderr)")
+        let caPath = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+
+        let server = try await GRPCServerProcess(python: Self.python, directory: directory, chain: chain, key: key)
+        defer { server.stop() }
+        try await withRunningHookproxy(["--intercept", "localhost", "--ca-dir", caDir, "--rules", directory.path + "/rules"],
+                                       in: directory) { proxy in
+            let client = try directory.write(GRPCPeers.client, to: "grpc_client.py")
+            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().contains("proxy") }
+            environment["grpc_proxy"] = proxy.proxyURL
+            let (status, out, err) = try await Hooks.run(Self.python, [client, "localhost:\(server.port)", caPath],
+                                                         timeout: .seconds(60), environment: environment)
+            try #require(status == 0, "client failed: \(err)\nproxy: \(proxy.stdout)\n\(proxy.stderr)")
+            let result = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any], "\(out)")
+            #expect(result["unary"] as? String == "echo:hello")
+            #expect((result["unary_trailers"] as? [String: String])?["x-trailer"] == "yes", "trailing metadata intact")
+            let stream = try #require(result["stream"] as? [[Any]])
+            #expect(stream.map { $0[0] as? String } == ["message 0", "message 1", "message 2"])
+            // Each message reached the client before the server sent the next one (0.5 s later): nothing waited
+            // for the stream's end.
+            let received = stream.compactMap { $0[1] as? Double }
+            let sent = server.sendTimes
+            #expect(sent.count == 3 && received.count == 3)
+            if sent.count == 3 && received.count == 3 {
+                #expect(received[0] < sent[1] && received[1] < sent[2], "sent \(sent), received \(received)")
+            }
+            let fail = try #require(result["fail"] as? [String: String], "the failing call succeeded")
+            #expect(fail["code"] == "PERMISSION_DENIED")
+            #expect(fail["details"] == "no entry for bob")
+            #expect(await eventually(timeout: .seconds(10)) { occurrences(of: "/test.Echo/", in: proxy.stdout) >= 3 },
+                    "\(proxy.stdout)")
+            let lines = proxy.stdout.components(separatedBy: "\n").filter { $0.contains("/test.Echo/") }
+            #expect(lines.allSatisfy { $0.contains(" h2 ") && $0.contains(" POST https://localhost:\(server.port)/test.Echo/") },
+                    "\(lines)")
+            print("console lines of the gRPC calls:\n" + lines.joined(separator: "\n"))
+        }
+    }
+}
