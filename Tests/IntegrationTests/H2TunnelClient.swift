@@ -221,17 +221,24 @@ private final class GoAwayWatcher: ChannelInboundHandler, @unchecked Sendable {
     }
 }
 
-/// Reads the proxy's answer to CONNECT, up to the blank line. Event-loop bound.
+/// Reads the proxy's answer to CONNECT, up to the blank line, then passes every later byte on: it stays first in
+/// the pipeline, ahead of TLS, which must see the server's handshake (it used to swallow it, so the handshake
+/// never completed and the proxy gave up on the client). Event-loop bound.
 private final class ConnectAnswerReader: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     private var bytes: [UInt8] = []
+    private var answered = false
     let answer = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: String.self)
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !answered else { return context.fireChannelRead(data) }
         var buffer = unwrapInboundIn(data)
         bytes += buffer.readBytes(length: buffer.readableBytes) ?? []
         let text = String(decoding: bytes, as: UTF8.self)
-        if text.contains("\r\n\r\n") { answer.succeed(text) }
+        if text.contains("\r\n\r\n") {
+            answered = true
+            answer.succeed(text)
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -15,7 +15,7 @@ import Testing
 struct HTTP2ClientTests {
     static let ca = TestCA.shared
 
-    @Test("a Swift HTTP/2 client offering h2 and http/1.1 gets h2; GET and POST are exchanges with the origin's bytes", .disabled("H2TunnelClient hangs in its TLS handshake since its last rework (see the h2 report); passed before it"))
+    @Test("a Swift HTTP/2 client offering h2 and http/1.1 gets h2; GET and POST are exchanges with the origin's bytes")
     func swiftClient() async throws {
         try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
             try await withInterceptingProxy { proxy, _ in
@@ -85,7 +85,7 @@ struct HTTP2ClientTests {
         }
     }
 
-    @Test("rules apply to h2 streams: request and response edits, a local answer, each recorded with its rule", .disabled("H2TunnelClient hangs in its TLS handshake since its last rework (see the h2 report); passed before it"))
+    @Test("rules apply to h2 streams: request and response edits, a local answer, each recorded with its rule")
     func rulesOnStreams() async throws {
         try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
             try await withInterceptingProxy(extraRules: """
@@ -117,7 +117,7 @@ struct HTTP2ClientTests {
         }
     }
 
-    @Test("a client's RST_STREAM cancels that exchange and its upstream transfer; the other streams carry on", .disabled("H2TunnelClient hangs in its TLS handshake since its last rework (see the h2 report); passed before it"))
+    @Test("a client's RST_STREAM cancels that exchange and its upstream transfer; the other streams carry on")
     func resetOneStream() async throws {
         try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
             try await withInterceptingProxy { proxy, _ in
@@ -177,7 +177,7 @@ struct HTTP2ClientTests {
         }
     }
 
-    @Test("shutdown sends GOAWAY to an HTTP/2 client", .disabled("H2TunnelClient hangs in its TLS handshake since its last rework (see the h2 report); passed before it"))
+    @Test("shutdown sends GOAWAY to an HTTP/2 client")
     func goAwayOnShutdown() async throws {
         try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
             let directory = try TemporaryDirectory()

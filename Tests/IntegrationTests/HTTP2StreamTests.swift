@@ -7,7 +7,7 @@ import Testing
 /// Issue 16, "streams are independent": 50 concurrent streams on one client connection with one slow reader, over a
 /// multiplexed HTTP/2 upstream (where libcurl 7.88 would pause coarsely, so hookproxy buffers the slow stream's
 /// response instead of pausing its transfer) and over HTTP/1.1 upstreams (where each transfer pauses alone).
-@Suite("HTTP/2 stream independence (issue 16)", .timeLimit(.minutes(3)), .disabled("H2TunnelClient hangs in its TLS handshake since its last rework (see the h2 report); passed before it"))
+@Suite("HTTP/2 stream independence (issue 16)", .timeLimit(.minutes(3)))
 struct HTTP2StreamTests {
     static let ca = TestCA.shared
     static var identity: TestTLSIdentity { ca.identity([ca.leaf, ca.intermediate]) }

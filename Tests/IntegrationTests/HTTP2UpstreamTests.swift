@@ -33,7 +33,7 @@ struct HTTP2UpstreamTests {
         }
     }
 
-    @Test("concurrent streams to one origin under one trust policy share one upstream HTTP/2 connection", .disabled("H2TunnelClient hangs in its TLS handshake since its last rework (see the h2 report); passed before it"))
+    @Test("concurrent streams to one origin under one trust policy share one upstream HTTP/2 connection")
     func multiplexed() async throws {
         try await TestH2Origin.with(tls: Self.identity) { origin in
             try await withInterceptingProxy { proxy, _ in
@@ -94,7 +94,7 @@ struct HTTP2UpstreamTests {
         }
     }
 
-    @Test("trailers: an h2 origin's trailers reach an h2 client, and an HTTP/1.1 client that sent TE: trailers", .disabled("H2TunnelClient hangs in its TLS handshake since its last rework (see the h2 report); passed before it"))
+    @Test("trailers: an h2 origin's trailers reach an h2 client, and an HTTP/1.1 client that sent TE: trailers")
     func trailers() async throws {
         try await TestH2Origin.with(tls: Self.identity) { origin in
             try await withInterceptingProxy { proxy, caPath in
