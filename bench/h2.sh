@@ -154,8 +154,10 @@ h2_case() {
   local socat_pid=$!
   PIDS+=("$socat_pid")
   sleep 0.3
-  # h2load verifies no certificate; SNI and :authority come from the URI (localhost).
-  out=$(timeout 300 h2load -n "$REQUESTS" -c "$conns" -m 64 "https://localhost:$shim/1k.bin" 2>&1) || true
+  # h2load verifies no certificate; SNI comes from the URI (localhost). Its :authority would name socat's port, and
+  # hookproxy fetches what an intercepted request's authority names (mitmdump the CONNECT target): name the origin.
+  out=$(timeout 300 h2load -n "$REQUESTS" -c "$conns" -m 64 -H ":authority: localhost:$ORIGIN_PORT" \
+    "https://localhost:$shim/1k.bin" 2>&1) || true
   stop_pid "$socat_pid"
   rps=$(awk '/^finished in/ { for (i = 1; i <= NF; i++) if ($i ~ /req\/s/) { v = $(i - 1); gsub(",", "", v); print v } }' <<<"$out")
   local ok; ok=$(awk '/^requests:/ { for (i = 1; i <= NF; i++) if ($(i + 1) ~ /^succeeded/) print $i }' <<<"$out")
