@@ -67,13 +67,22 @@ run: build
 # How many tests run at once. Swift Testing otherwise starts every test together: ~300 socket tests, each with its
 # own proxy threads, on 2 cores, so every bounded wait inside a test competed with the whole suite's work.
 TEST_WIDTH ?= $(shell echo $$(( $$(nproc) * 4 )))
+# The Swift tests' output, kept whole; on a failure the test command ends by naming the failed tests (a CI log
+# shows only its tail).
+TEST_LOG := .build/swift-test.log
 
 # Builds and runs every test (unit, integration through real sockets, rule examples).
 test: deps pydeps browserdeps
 	swift build --build-tests
 	.build/debug/hookproxy check --rules rules
 	.build/debug/hookproxy check --rules docker/demo-rules
-	swift test --skip-build --experimental-maximum-parallelization-width $(TEST_WIDTH)
+	@{ swift test --skip-build --experimental-maximum-parallelization-width $(TEST_WIDTH); echo $$? > $(TEST_LOG).rc; } 2>&1 \
+		| tee $(TEST_LOG); rc=$$(cat $(TEST_LOG).rc); \
+	if [ "$$rc" != 0 ]; then \
+		echo "== failed tests (the whole output is in $(TEST_LOG)):"; \
+		grep -E '^[^ ]* Test .*(recorded an issue|failed after)' $(TEST_LOG) | cut -c1-800 | head -40; \
+		exit $$rc; \
+	fi
 	$(MAKE) --no-print-directory viewer-test
 
 docker-lint:

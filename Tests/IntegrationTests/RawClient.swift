@@ -133,6 +133,15 @@ final class RawClient: @unchecked Sendable {
 
     func close() { closeNow() }
 
+    /// Closes abortively (SO_LINGER 0): the peer gets an RST at once, even when this side's unsent bytes would hold
+    /// a FIN back behind them.
+    func reset() {
+        guard fd >= 0 else { return }
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        closeNow()
+    }
+
     private func closeNow() {
         if fd >= 0 {
             Glibc.close(fd)
