@@ -41,23 +41,39 @@ enum GRPCPeers {
     server.wait_for_termination(timeout=120)
     """#
 
-    /// `client.py TARGET ROOTS`: one of each call, as one JSON object on stdout.
+    /// `client.py TARGET ROOTS ROUNDS`: one of each call, then ROUNDS more unary and failing calls, each on a new
+    /// channel (a new client connection, so a new upstream connection), as one JSON object on stdout.
     static let client = #"""
     import json, sys, time, grpc
 
-    target, roots = sys.argv[1], open(sys.argv[2], "rb").read()
-    channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=roots))
-    grpc.channel_ready_future(channel).result(timeout=20)
+    target, roots, rounds = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
+    def connect():
+        channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=roots))
+        grpc.channel_ready_future(channel).result(timeout=20)
+        return channel
+    def fail(channel):
+        try:
+            channel.unary_unary("/test.Echo/Fail")(b"bob", timeout=20)
+            return None
+        except grpc.RpcError as error:
+            return {"code": error.code().name, "details": error.details()}
+    channel = connect()
     out = {}
     response, call = channel.unary_unary("/test.Echo/Unary").with_call(b"hello", timeout=20)
     out["unary"] = response.decode()
     out["unary_trailers"] = {k: v for k, v in call.trailing_metadata()}
     out["stream"] = [[m.decode(), time.time()] for m in channel.unary_stream("/test.Echo/Stream")(b"3", timeout=20)]
-    try:
-        channel.unary_unary("/test.Echo/Fail")(b"bob", timeout=20)
-        out["fail"] = None
-    except grpc.RpcError as error:
-        out["fail"] = {"code": error.code().name, "details": error.details()}
+    out["fail"] = fail(channel)
+    channel.close()
+    out["rounds"] = []
+    for i in range(rounds):
+        channel = connect()
+        try:
+            unary = channel.unary_unary("/test.Echo/Unary")(b"round %d" % i, timeout=20).decode()
+        except grpc.RpcError as error:
+            unary = "%s: %s" % (error.code().name, error.details())
+        out["rounds"].append([unary, fail(channel)])
+        channel.close()
     print(json.dumps(out), flush=True)
     """#
 }

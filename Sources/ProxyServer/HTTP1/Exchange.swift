@@ -363,12 +363,26 @@ final class Exchange {
         // A paced response holds its transfer paused for long stretches: over HTTP/1.1, where pausing is cheap
         // (an HTTP/2 transfer is never paused, see TransferBridge).
         if downPacer != nil { settings.http2 = false }
-        let upstream = UpstreamRequest(head: upstreamHead, body: body, settings: settings,
+        var upstream = UpstreamRequest(head: upstreamHead, body: body, settings: settings,
                                        trust: hopPlan.trust, challenge: hopPlan.onChallenge)
         hopStart = Date()
         // A throttle's latency holds every upstream request (each hop), after the rules' delay_ms.
         let waitMs = (delayed ? plan.delayMs : 0) + (throttle?.latencyMs ?? 0)
-        if waitMs > 0 {
+        if waitMs == 0, clientVersion.major >= 2, case .chunked = body, settings.http2, upstreamHead.url.scheme == "https",
+            upPacer == nil, !machine.requestComplete
+        {
+            // An HTTP/2 client's body of unknown length to a possible HTTP/2 upstream waits for the end of this read
+            // from the client: when the body's end came with it (an HTTP/2 DATA frame with END_STREAM: every unary gRPC
+            // call), curl learns the length and ends the stream with the last DATA frame. libcurl 7.88 loses an
+            // HTTP/2 response whose stream closes while its own upload is still open (it hands on the trailers but
+            // drops the head and body: "Empty reply from server"), and a gRPC server answers as soon as it has
+            // the message: a third of unary calls failed so.
+            eventLoop.assumeIsolated().execute { [self] in
+                guard !machine.responseComplete, self.bridge === bridge else { return }
+                if let length = bridge.completeRequestLength { upstream.body = .length(length) }
+                transfer = proxy.engine.start(upstream, delegate: bridge, on: eventLoop)
+            }
+        } else if waitMs > 0 {
             eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(waitMs))) { [self] in
                 guard !machine.responseComplete, self.bridge === bridge else { return }
                 transfer = proxy.engine.start(upstream, delegate: bridge, on: eventLoop)

@@ -89,6 +89,13 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
         }
     }
 
+    /// The whole request body's length, when its end is queued and curl has taken none of it yet.
+    var completeRequestLength: Int64? {
+        state.withLock { state in
+            state.requestEnded && state.cursor == 0 && !state.curlWaitsForRequest ? Int64(state.unsentBytes) : nil
+        }
+    }
+
     /// Marks the request body complete. Returns whether curl must be resumed.
     func endRequest() -> Bool {
         state.withLock { state in
