@@ -41,6 +41,11 @@ static inline CURLcode hp_setopt_xferinfo_callback(CURL *easy, hp_xferinfo_callb
 static inline CURLcode hp_setopt_seek_callback(CURL *easy, hp_seek_callback cb) {
     return curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, cb);
 }
+typedef int (*hp_trailer_callback)(struct curl_slist **list, void *context);
+static inline CURLcode hp_setopt_trailer_callback(CURL *easy, hp_trailer_callback cb) {
+    return curl_easy_setopt(easy, CURLOPT_TRAILERFUNCTION, cb);
+}
+static inline int hp_trailerfunc_ok(void) { return CURL_TRAILERFUNC_OK; }
 static inline CURLcode hp_setopt_ssl_ctx_callback(CURL *easy, hp_ssl_ctx_callback cb) {
     return curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, cb);
 }

@@ -1,8 +1,9 @@
 /// Hop-by-hop header handling (RFC 9110 §7.6.1): these headers describe one connection and are never forwarded.
 public enum HopByHop {
-    /// Always hop-by-hop, whatever `Connection` says (compared without allocating).
+    /// Always hop-by-hop, whatever `Connection` says (compared without allocating). `Trailer` is not: it names the
+    /// trailer fields that follow the body, and those are forwarded.
     private static let standard = ["connection", "keep-alive", "proxy-connection", "proxy-authorization",
-                                   "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"]
+                                   "proxy-authenticate", "te", "transfer-encoding", "upgrade"]
 
     /// Removes the standard hop-by-hop headers and every header named in `Connection`.
     /// `TE: trailers` survives (RFC 9110 §10.1.4: it says the client takes trailers; gRPC servers send them only

@@ -65,6 +65,10 @@ final class CurlEasy {
         try curlCheck(hp_setopt_ssl_ctx_callback(handle, callback), "curl_easy_setopt(SSL_CTX_FUNCTION)")
     }
 
+    func setTrailerCallback(_ callback: hp_trailer_callback) throws(CurlError) {
+        try curlCheck(hp_setopt_trailer_callback(handle, callback), "curl_easy_setopt(TRAILERFUNCTION)")
+    }
+
     func setSeekCallback(_ callback: hp_seek_callback) throws(CurlError) {
         try curlCheck(hp_setopt_seek_callback(handle, callback), "curl_easy_setopt(SEEKFUNCTION)")
     }

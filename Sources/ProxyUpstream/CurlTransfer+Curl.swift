@@ -102,6 +102,16 @@ extension CurlTransfer {
                 return hp_seekfunc_ok()
             })
             try easy.set(CURLOPT_SEEKDATA, pointer: context)
+            if case .chunked = request.body {
+                try easy.setTrailerCallback({ list, context in
+                    let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+                    for field in transfer.delegate.requestTrailers() ?? [] {
+                        list?.pointee = curl_slist_append(list?.pointee, "\(field.name): \(field.value)")
+                    }
+                    return hp_trailerfunc_ok()
+                })
+                try easy.set(CURLOPT_TRAILERDATA, pointer: context)
+            }
         }
     }
 

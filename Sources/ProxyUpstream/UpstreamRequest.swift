@@ -107,9 +107,13 @@ public protocol UpstreamTransferDelegate: AnyObject, Sendable {
     func provideRequestBody(into buffer: UnsafeMutableRawBufferPointer) -> BodyFlow
     /// libcurl asks to send the request body again (auth round, replay); return false when that is impossible.
     func rewindRequestBody() -> Bool
+    /// The request's trailer fields, asked once the body has ended (sent only by an HTTP/1.1 chunked upload:
+    /// libcurl 7.88 has no way to send them on HTTP/2).
+    func requestTrailers() -> HeaderFields?
     func didComplete(_ outcome: UpstreamOutcome)
 }
 
 extension UpstreamTransferDelegate {
     public func rewindRequestBody() -> Bool { false }
+    public func requestTrailers() -> HeaderFields? { nil }
 }

@@ -52,6 +52,8 @@ final class Exchange {
     private var heldResponseBody: ByteBuffer?
     /// Request body chunks waiting for `upPacer`, and what holds client reading paused.
     private var pacedUpload = PacedUpload()
+    /// The client's request trailers, once its body ended with some (forwarded by an HTTP/1.1 chunked upload).
+    private var clientTrailers: HeaderFields?
 
     // for the log
     private var requestBodySize = 0
@@ -155,8 +157,19 @@ final class Exchange {
         if let action = machine.requestBodyPart(buffer) { perform(action) }
     }
 
-    func finishRequestBody() {
+    func finishRequestBody(trailers: HTTPHeaders? = nil) {
+        if let trailers, !trailers.isEmpty { clientTrailers = Exchange.forwardable(trailers) }
         perform(machine.requestEnd())
+    }
+
+    /// The client's trailer fields that may go on: not the framing, routing and hop-by-hop ones (RFC 9110 §6.5.1).
+    private static func forwardable(_ trailers: HTTPHeaders) -> HeaderFields? {
+        var fields = HeaderFields(trailers)
+        HopByHop.strip(&fields)
+        fields.removeAll { field in
+            ["content-length", "host", "trailer"].contains { field.name.caseInsensitiveEquals($0) }
+        }
+        return fields.isEmpty ? nil : fields
     }
 
     /// The client went away: stop the upstream transfer at once (unless it already had the whole response and only
@@ -363,6 +376,9 @@ final class Exchange {
         // A paced response holds its transfer paused for long stretches: over HTTP/1.1, where pausing is cheap
         // (an HTTP/2 transfer is never paused, see TransferBridge).
         if downPacer != nil { settings.http2 = false }
+        // A request announcing trailers (`Trailer`) with a body of unknown length goes over HTTP/1.1, where
+        // libcurl sends them after the last chunk (it cannot on HTTP/2).
+        if case .chunked = body, clientHead.headers.contains("trailer") { settings.http2 = false }
         var upstream = UpstreamRequest(head: upstreamHead, body: body, settings: settings,
                                        trust: hopPlan.trust, challenge: hopPlan.onChallenge)
         hopStart = Date()
@@ -416,7 +432,7 @@ final class Exchange {
             pacedUpload.endWaits = true
             return
         }
-        if let bridge, bridge.endRequest() { transfer?.resume() }
+        if let bridge, bridge.endRequest(trailers: clientTrailers) { transfer?.resume() }
     }
 
     /// Releases queued request bytes as `upPacer` allows (splitting a chunk at the limit); while bytes wait, the

@@ -130,9 +130,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             receive(head)
         case (.body(let buffer), .exchanging(let exchange)):
             exchange.receiveRequestBody(buffer)
-        case (.end, .exchanging(let exchange)):
+        case (.end(let trailers), .exchanging(let exchange)):
             if closesAfterRequest { stopReading() }
-            exchange.finishRequestBody()
+            exchange.finishRequestBody(trailers: trailers)
         case (.end, .upgrading):
             stopReading()
         case (.body, .upgrading):

@@ -33,6 +33,8 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
         var retainedBytes = 0
         var retains: Bool
         var requestEnded = false
+        /// The client's trailer fields, once its body ended with some.
+        var requestTrailers: HeaderFields?
         var curlWaitsForRequest = false
         var clientReadPaused = false
         var events = CircularBuffer<Event>()
@@ -96,10 +98,12 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
         }
     }
 
-    /// Marks the request body complete. Returns whether curl must be resumed.
-    func endRequest() -> Bool {
+    /// Marks the request body complete, with the client's trailer fields if any. Returns whether curl must be
+    /// resumed.
+    func endRequest(trailers: HeaderFields? = nil) -> Bool {
         state.withLock { state in
             state.requestEnded = true
+            state.requestTrailers = trailers
             defer { state.curlWaitsForRequest = false }
             return state.curlWaitsForRequest
         }
@@ -192,6 +196,10 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
             state.unsentBytes = state.retainedBytes
             return true
         }
+    }
+
+    func requestTrailers() -> HeaderFields? {
+        state.withLock { $0.requestTrailers }
     }
 
     func didComplete(_ outcome: UpstreamOutcome) {

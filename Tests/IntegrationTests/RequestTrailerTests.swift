@@ -1,0 +1,40 @@
+import Foundation
+import ProxyTestSupport
+import Testing
+
+/// Issue 16, "trailers both ways": the request side. A chunked upload's trailer fields reach an HTTP/1.1 origin
+/// after the last chunk (libcurl's trailer callback); `Trailer`, which names them, is forwarded; framing and
+/// routing fields sent as trailers are not (a Content-Length trailer is refused by the parser: 400).
+@Suite("request trailers (issue 16)", .timeLimit(.minutes(2)))
+struct RequestTrailerTests {
+    @Test("a chunked upload's trailers reach the origin after the last chunk; a Host trailer does not")
+    func chunkedUploadTrailers() async throws {
+        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        try await MisbehavingOrigin.with([.pause(milliseconds: 200), .text(answer)]) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    let head = rawRequest("POST \(origin.baseURL)/upload HTTP/1.1", [
+                        "Host: 127.0.0.1:\(origin.port)", "Transfer-Encoding: chunked", "Trailer: X-Checksum",
+                    ])
+                    let body = "5\r\nhello\r\n6\r\n world\r\n0\r\nX-Checksum: sha256=abc\r\nHost: elsewhere.example\r\n\r\n"
+                    try await client.send(Array(head.utf8) + Array(body.utf8))
+                    let response = try await client.readResponse(method: "POST")
+                    #expect(response.status == 200, "\(response.rawHead)\(response.bodyText)")
+                }
+                let arrived = await eventually(timeout: .seconds(10)) {
+                    String(decoding: origin.received, as: UTF8.self).contains("\r\n0\r\n")
+                }
+                let received = String(decoding: origin.received, as: UTF8.self)
+                #expect(arrived, "\(received)")
+                let parts = received.components(separatedBy: "\r\n\r\n")
+                let head = parts.first ?? ""
+                #expect(head.contains("\r\nTrailer: X-Checksum"), "\(head)")
+                #expect(head.lowercased().contains("transfer-encoding: chunked"), "\(head)")
+                let tail = received.dropFirst(head.count)
+                #expect(tail.contains("hello") && tail.contains(" world"), "\(received)")
+                #expect(tail.hasSuffix("0\r\nX-Checksum: sha256=abc\r\n\r\n"), "the upload's end: \(tail.suffix(80))")
+                #expect(!tail.contains("elsewhere.example"), "a routing field went on as a trailer")
+            }
+        }
+    }
+}
