@@ -122,13 +122,7 @@ extension HAREntry.Extra {
         json.field("id", id)
         json.field("client", client)
         json.field("rules", rules)
-        json.field("events", array: events) { json, event in
-            json.beginObject()
-            json.field("hook", event.hook)
-            json.field("action", event.action)
-            json.field("detail", event.detail)
-            json.endObject()
-        }
+        json.field("events", array: events) { json, event in event.write(into: &json) }
         json.field("upstream_url", upstreamURL)
         json.field("hop", hop)
         json.key("truncated")

@@ -62,11 +62,10 @@ struct HAREntry: Encodable {
     }
     struct Extra: Encodable {
         struct Truncated: Encodable { var request: Bool; var response: Bool }
-        struct Event: Encodable { var hook: String; var action: String; var detail: String }
         var id: Int
         var client: String
         var rules: [String]
-        var events: [Event]
+        var events: [LogEvent]
         var upstreamURL: String?
         var hop: Int
         var truncated: Truncated
@@ -153,7 +152,7 @@ struct HAREntry: Encodable {
         }
         hookproxy = Extra(
             id: flow.id, client: flow.client, rules: flow.rules,
-            events: flow.events.map { Extra.Event(hook: $0.hook.rawValue, action: $0.action, detail: $0.detail) },
+            events: flow.events.map(LogEvent.init),
             upstreamURL: flow.upstreamURL, hop: flow.hop,
             truncated: Extra.Truncated(request: flow.requestBody?.truncated ?? false,
                                        response: flow.responseBody?.truncated ?? false),

@@ -34,13 +34,7 @@ extension JSONLRecord {
         json.field("total", timings.total)
         json.endObject()
         json.field("rules", rules)
-        json.field("events", array: events) { json, event in
-            json.beginObject()
-            json.field("hook", event.hook)
-            json.field("action", event.action)
-            json.field("detail", event.detail)
-            json.endObject()
-        }
+        json.field("events", array: events) { json, event in event.write(into: &json) }
         json.field("error", error)
         json.field("hop", hop)
         if let websocket {

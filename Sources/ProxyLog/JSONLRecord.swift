@@ -5,7 +5,6 @@ import ProxyModel
 struct JSONLRecord: Encodable {
     struct Header: Encodable { var name: String; var value: String }
     struct Truncated: Encodable { var request: Bool; var response: Bool }
-    struct Event: Encodable { var hook: String; var action: String; var detail: String }
     struct PhaseTimings: Encodable {
         var dns, connect, tls, firstByte, total: Double?
         enum CodingKeys: String, CodingKey { case dns, connect, tls, firstByte = "first_byte", total }
@@ -40,7 +39,7 @@ struct JSONLRecord: Encodable {
     var truncated: Truncated
     var timings: PhaseTimings
     var rules: [String]
-    var events: [Event]
+    var events: [LogEvent]
     var error: String?
     var hop: Int
     /// Present only for an upgraded exchange (WebSocket session or raw relay).
@@ -83,7 +82,7 @@ struct JSONLRecord: Encodable {
         timings = PhaseTimings(dns: t.dns.map(ms), connect: t.connect.map(ms), tls: t.tls.map(ms),
                                firstByte: t.firstByte.map(ms), total: t.total.map(ms))
         rules = flow.rules
-        events = flow.events.map { Event(hook: $0.hook.rawValue, action: $0.action, detail: $0.detail) }
+        events = flow.events.map(LogEvent.init)
         error = flow.error
         hop = flow.hop
         websocket = flow.webSocket.map(WebSocketJSON.init)

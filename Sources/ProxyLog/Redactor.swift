@@ -40,7 +40,8 @@ public struct Redactor: Sendable, Hashable {
         out.requestBody = flow.requestBody.map { body($0, secrets: secrets) }
         out.responseBody = flow.responseBody.map { body($0, secrets: secrets) }
         out.events = flow.events.map {
-            HookEvent(hook: $0.hook, action: text($0.action, secrets: secrets), detail: text($0.detail, secrets: secrets))
+            HookEvent(hook: $0.hook, action: text($0.action, secrets: secrets), detail: text($0.detail, secrets: secrets),
+                      chain: $0.chain)
         }
         out.error = flow.error.map { text($0, secrets: secrets) }
         out.client = text(flow.client, secrets: secrets)

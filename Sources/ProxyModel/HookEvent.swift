@@ -24,11 +24,14 @@ public struct HookEvent: Sendable, Hashable, Codable {
     public var hook: Hook
     public var action: String
     public var detail: String
+    /// On a `trust` event made in a handshake: the chain the server presented, leaf first.
+    public var chain: [CertificateSummary]?
 
-    public init(hook: Hook, action: String, detail: String = "") {
+    public init(hook: Hook, action: String, detail: String = "", chain: [CertificateSummary]? = nil) {
         self.hook = hook
         self.action = action
         self.detail = detail
+        self.chain = chain
     }
 
     /// The console form, e.g. `redirect followed 2 hops` or `trust rejected: no pin matched`.

@@ -86,13 +86,14 @@ extension CurlTransfer {
         let host = request.head.url.host
         let clock = VerifyClock(rule: policy.verifyTime, flag: request.settings.verifyTime)
         let tag = "[rule \(policy.rule)\(clock.label.map { ", \($0)" } ?? "")]"
+        let chain = presented.map { CertificateSummary(subject: $0.subject, issuer: $0.issuer, notAfter: $0.notAfter, pin: $0.pin) }
         switch TrustEvaluator(policy: policy, host: host, clock: clock).evaluate(presented: presented) {
         case .accepted(let reason):
-            events.append(HookEvent(hook: .trust, action: "trust accepted", detail: "\(reason) \(tag)"))
+            events.append(HookEvent(hook: .trust, action: "trust accepted", detail: "\(reason) \(tag)", chain: chain))
             return true
         case .rejected(let reason):
             let subjects = presented.map(\.subject).joined(separator: " ← ")
-            events.append(HookEvent(hook: .trust, action: "trust rejected", detail: "\(reason) \(tag)"))
+            events.append(HookEvent(hook: .trust, action: "trust rejected", detail: "\(reason) \(tag)", chain: chain))
             recordedError = ProxyError(.trustRejected, "hookproxy: trust rejected \(host): \(reason) (chain: \(subjects))")
             X509_STORE_CTX_set_error(storeContext, hp_x509_v_err_application_verification())
             return false

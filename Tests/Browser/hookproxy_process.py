@@ -30,6 +30,9 @@ rules:
   - name: follow-redirects
     match: {host: 127.0.0.1, path: "/redirect*"}
     on_redirect: {action: follow, max_hops: 3}
+  - name: accept-tls-origin
+    match: {host: localhost, scheme: https, path: /trusted}
+    trust: {allow_invalid_certificates: true, validate_domain_name: false}
   - name: pin-tls-origin
     match: {host: localhost, scheme: https}
     trust:

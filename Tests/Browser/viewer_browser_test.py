@@ -112,12 +112,26 @@ def main(binary, screenshot):
             wait_until(lambda: "/pinned" in paths(driver), what="the rejected exchange in the list")
             driver.execute_script("window.copied = []; navigator.clipboard.writeText = t => { window.copied.push(t); return Promise.resolve(); };")
             click_row(driver, "/pinned")
-            wait_until(lambda: "chain:" in driver.find_element(By.ID, "detail").text, what="the trust event's chain")
-            assert "chain:\n0: CN=localhost" in driver.find_element(By.ID, "detail").text, driver.find_element(By.ID, "detail").text
+            chain = wait_until(lambda: driver.execute_script(
+                "return [...document.querySelectorAll('#detail ol.chain li')].map(li => li.textContent)"),
+                what="the trust event's chain")
+            assert len(chain) == 1 and chain[0].startswith("CN=localhost") and "sha256//" in chain[0], chain
             driver.execute_script("[...document.querySelectorAll('#detail button')].find(b => b.textContent === 'Copy trust: snippet').click()")
             snippet = wait_until(lambda: driver.execute_script("return window.copied[0]"), what="the copied trust: snippet")
             assert "    match:\n      host: localhost\n    trust:\n      pinning: public_key" in snippet, snippet
+            pin = chain[0][chain[0].index("sha256//"):]
+            assert f'      pins: ["{pin}"]' in snippet, (pin, snippet)
             wait_until(lambda: len(rows(driver)) == 10, what="ten exchanges")
+
+            # an accepted trust decision shows the chain too (the server's certificate and its pin)
+            assert proxy.absolute(proxy.tls_origin.url + "/trusted") == 200
+            wait_until(lambda: "/trusted" in paths(driver), what="the accepted exchange in the list")
+            click_row(driver, "/trusted")
+            accepted = wait_until(lambda: driver.execute_script(
+                "const e = [...document.querySelectorAll('#detail .event.trust')][0];"
+                "return e && e.querySelector('ol.chain li') ? e.textContent : null"), what="the accepted trust event's chain")
+            assert "trust accepted" in accepted and pin in accepted, accepted
+            wait_until(lambda: len(rows(driver)) == 11, what="eleven exchanges")
 
             # the hops of a followed redirect together
             click_row(driver, "/redirect")

@@ -334,8 +334,16 @@ struct TrustCasesTests {
                             sourceLocation: sourceLocation)
                 }
                 #expect(records.first?.error == nil, sourceLocation: sourceLocation)
+                Self.expectPresentedChain(events.first, server, sourceLocation: sourceLocation)
             }
         }
+    }
+
+    /// The trust event carries the chain the server presented, leaf first (the viewer shows it, with the pins).
+    static func expectPresentedChain(_ event: HookEvent?, _ server: [TestCertificate], sourceLocation: SourceLocation) {
+        #expect(event?.chain?.map(\.pin) == server.map(\.spkiPin), "\(String(describing: event))", sourceLocation: sourceLocation)
+        #expect(event?.chain?.allSatisfy { !$0.subject.isEmpty && !$0.issuer.isEmpty && !$0.notAfter.isEmpty } == true,
+                sourceLocation: sourceLocation)
     }
 
     /// Reject: 502 `hookproxy: trust rejected localhost: …`, a `trust rejected` event naming the step, and the origin
@@ -363,6 +371,7 @@ struct TrustCasesTests {
                         sourceLocation: sourceLocation)
                 #expect(origin.requests.isEmpty, sourceLocation: sourceLocation)
                 #expect(!origin.receivedAnyRequestBytes, sourceLocation: sourceLocation)
+                if !server.isEmpty { Self.expectPresentedChain(events.first, server, sourceLocation: sourceLocation) }
             }
         }
     }

@@ -46,7 +46,7 @@ import Testing
         for expected in [#"\u0000"#, #"\u001f"#, #"\b"#, #"\f"#, #"\t"#, #"\n"#, #"\r"#, #"\""#, #"\\"#, "/", "\u{7F}",
                          "😀", "\u{2028}", #""status":null"#, #""upstream_url":null"#, #""error":null"#, #""dns":null"#,
                          #"_encoding":"base64""#, #""encoding":"base64""#, #""comment":"hookproxy captured"#,
-                         #""httpOnly":true"#, #""secure":true"#, #""domain":"#, #"<redacted>"#, #""hook":"trust""#,
+                         #""httpOnly":true"#, #""secure":true"#, #""domain":"#, #"<redacted>"#, #""hook":"trust""#, #""chain":[{"subject":"#, #""not_after":"#,
                          #""hop":3"#, #""request_body_size":9223372036854775807"#, #""id":922337203685477"#, #"1e+16"#,
                          #""connection":"#, #""redirectURL":"https://next"#, #""truncated":{"request":true"#] {
             let found = written.contains(expected)

@@ -88,7 +88,11 @@ enum VariedFlows {
         let url = "http://api.example.com/\(text(&g))\(query)"
         let hooks: [HookEvent.Hook] = [.rule, .redirect, .challenge, .trust, .intercept, .body, .upstream]
         let events = (0..<Int.random(in: 0...3, using: &g)).map { _ in
-            HookEvent(hook: hooks.randomElement(using: &g)!, action: text(&g), detail: text(&g))
+            let hook = hooks.randomElement(using: &g)!
+            let chain = hook == .trust && Bool.random(using: &g) ? (0..<Int.random(in: 0...3, using: &g)).map { _ in
+                CertificateSummary(subject: text(&g), issuer: text(&g), notAfter: text(&g), pin: "sha256//" + text(&g))
+            } : nil
+            return HookEvent(hook: hook, action: text(&g), detail: text(&g), chain: chain)
         }
         let requestBody = body(&g), responseBody = body(&g)
         let huge = Int.random(in: 0..<8, using: &g) == 0

@@ -219,7 +219,9 @@
   }
   function trustSnippet(flow, event) {
     const host = parts(flow.url).host.replace(/:\d+$/, "");
-    const pins = [...new Set(((event.detail || "") + " " + (flow.error || "")).match(/sha256\/\/[A-Za-z0-9+\/=]+/g) || [])];
+    // The pins of the chain the server presented (any one matching accepts), else those the text names.
+    const named = ((event.detail || "") + " " + (flow.error || "")).match(/sha256\/\/[A-Za-z0-9+\/=]+/g) || [];
+    const pins = [...new Set(event.chain ? event.chain.map(c => c.pin) : named)];
     return [
       "rules:",
       `  - name: trust-${host.replace(/[^A-Za-z0-9.-]/g, "-")}`,
@@ -237,10 +239,17 @@
       const box = el("div", { class: `event ${event.hook}` }, el("span", { class: "hook" }, event.hook), " ", event.action,
         event.detail ? el("div", { class: "muted" }, event.detail) : null);
       if (event.hook === "trust") {
-        const chain = /\(chain: ([^()]*)\)$/.exec(flow.error || "");  // the rejection names the chain presented
-        if (chain) box.append(el("div", { class: "chain" }, "chain: ", chain[1].split(" ← ").map((s, i) => el("div", {}, `${i}: ${s}`))));
+        if (event.chain) {
+          // The chain the server presented, leaf first: each certificate with its issuer, expiry and pin.
+          box.append(el("ol", { class: "chain", start: 0 }, event.chain.map(c => el("li", {},
+            el("div", {}, c.subject), el("div", { class: "muted" }, `issued by ${c.issuer} · expires ${c.not_after}`),
+            el("code", { class: "pin" }, c.pin)))));
+        } else {
+          const chain = /\(chain: ([^()]*)\)$/.exec(flow.error || "");  // the rejection names the chain presented
+          if (chain) box.append(el("div", { class: "chain" }, "chain: ", chain[1].split(" ← ").map((s, i) => el("div", {}, `${i}: ${s}`))));
+        }
         const pins = (event.detail.match(/sha256\/\/[A-Za-z0-9+\/=]+/g) || []);
-        if (pins.length) box.append(el("div", { class: "chain" }, "pins: ", pins.join(", ")));
+        if (pins.length) box.append(el("div", { class: "chain" }, "pinned: ", pins.join(", ")));
         box.append(el("div", { class: "actions" }, el("button", { onclick: () => copy(trustSnippet(flow, event), "trust: snippet") }, "Copy trust: snippet")));
       }
       return box;
