@@ -10,6 +10,10 @@ final class CurlEasy {
     private var connectToList: UnsafeMutablePointer<curl_slist>?
     /// Strings libcurl was given that must outlive the transfer (curl copies most, not all).
     private var keptStrings: [UnsafeMutablePointer<CChar>] = []
+    /// The handle carried a chunked upload with a trailer callback: libcurl 7.88 leaves its trailer state at "done"
+    /// through `curl_easy_reset`, and the next chunked upload on it would write its chunk prefix before its upload
+    /// buffer (heap corruption). Such a handle is never reused.
+    private(set) var retired = false
 
     init() {
         guard let handle = curl_easy_init() else { fatalError("curl_easy_init returned NULL: out of memory") }
@@ -66,6 +70,7 @@ final class CurlEasy {
     }
 
     func setTrailerCallback(_ callback: hp_trailer_callback) throws(CurlError) {
+        retired = true
         try curlCheck(hp_setopt_trailer_callback(handle, callback), "curl_easy_setopt(TRAILERFUNCTION)")
     }
 

@@ -96,13 +96,20 @@ extension CurlTransfer {
             try easy.set(CURLOPT_READDATA, pointer: context)
             try easy.setSeekCallback({ context, offset, origin in
                 let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
-                guard offset == 0, origin == SEEK_SET, transfer.delegate.rewindRequestBody() else {
+                // A request with trailers is never sent twice (libcurl 7.88 corrupts its upload buffer on a second
+                // round after trailers): the retry fails instead.
+                guard offset == 0, origin == SEEK_SET, transfer.easy?.retired != true, transfer.delegate.rewindRequestBody() else {
                     return hp_seekfunc_cantseek()
                 }
                 return hp_seekfunc_ok()
             })
             try easy.set(CURLOPT_SEEKDATA, pointer: context)
-            if case .chunked = request.body {
+            // Only for a request that announces trailers (`Trailer`), and never one libcurl would send twice (an
+            // answered challenge, an upstream proxy's 407): libcurl 7.88 keeps its trailer state through a second
+            // round and writes the next chunk's prefix before its upload buffer (heap corruption, a crash).
+            // (See also `CurlEasy.retired`.)
+            let mayRewind = request.challenge?.action == .useCredential || !(request.settings.upstreamProxy ?? "").isEmpty
+            if case .chunked = request.body, request.head.headers.contains("trailer"), !mayRewind {
                 try easy.setTrailerCallback({ list, context in
                     let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
                     for field in transfer.delegate.requestTrailers() ?? [] {

@@ -282,6 +282,6 @@ final class LoopEngine: @unchecked Sendable {
 
     private func recycle(_ easy: CurlEasy) {
         easy.reset()
-        if idleHandles.count < LoopEngine.maxIdleHandles { idleHandles.append(easy) }
+        if !easy.retired && idleHandles.count < LoopEngine.maxIdleHandles { idleHandles.append(easy) }
     }
 }

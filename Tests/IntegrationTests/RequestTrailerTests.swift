@@ -7,6 +7,32 @@ import Testing
 /// routing fields sent as trailers are not (a Content-Length trailer is refused by the parser: 400).
 @Suite("request trailers (issue 16)", .timeLimit(.minutes(2)))
 struct RequestTrailerTests {
+    @Test("chunked uploads after one with trailers, on the same event loop (libcurl's recycled handle), arrive intact")
+    func chunkedUploadsAfterTrailers() async throws {
+        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        try await MisbehavingOrigin.with([.pause(milliseconds: 100), .text(answer), .close]) { origin in
+            try await withProxy { proxy in
+                // One client connection: every exchange runs on its event loop, whose engine reuses easy handles.
+                try await withRawClient(proxy) { client in
+                    for round in 0..<4 {
+                        let trailers = round == 0 ? ["Trailer: X-Checksum"] : []
+                        let head = rawRequest("POST \(origin.baseURL)/upload/\(round) HTTP/1.1", [
+                            "Host: 127.0.0.1:\(origin.port)", "Transfer-Encoding: chunked"] + trailers)
+                        let body = "7\r\nround-\(round)\r\n0\r\n" + (round == 0 ? "X-Checksum: c0\r\n" : "") + "\r\n"
+                        try await client.send(Array(head.utf8) + Array(body.utf8))
+                        let response = try await client.readResponse(method: "POST")
+                        #expect(response.status == 200, "round \(round): \(response.rawHead)\(response.bodyText)")
+                    }
+                }
+                let received = String(decoding: origin.received, as: UTF8.self)
+                for round in 0..<4 {
+                    #expect(received.contains("\r\n\r\n7\r\nround-\(round)\r\n0\r\n"), "round \(round): \(received)")
+                }
+                #expect(received.contains("0\r\nX-Checksum: c0\r\n\r\n"))
+            }
+        }
+    }
+
     @Test("a chunked upload's trailers reach the origin after the last chunk; a Host trailer does not")
     func chunkedUploadTrailers() async throws {
         let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
