@@ -1,3 +1,4 @@
+import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -13,6 +14,7 @@ import NIOWebSocket
 /// only while its socket takes more (`records.floodSent` counts them: a reader that stalls, stalls it). A client's
 /// close frame is answered with the same code, then it closes.
 /// Records each handshake's headers, the messages and bytes it received, and the close codes clients sent.
+/// With `requiring`, a handshake without that credential gets 401 and a Basic or Digest challenge (realm `ws`).
 ///
 /// Thread safety: every member may be used from any thread; handlers run on NIO's event loops.
 public final class TestWebSocketServer: Sendable {
@@ -40,7 +42,33 @@ public final class TestWebSocketServer: Sendable {
 
     public var records: Records { state.withLockedValue { $0 } }
 
-    public static func start(tls: TestTLSIdentity? = nil) async throws -> TestWebSocketServer {
+    /// A credential the server asks for: Basic, or Digest (MD5, qop auth).
+    public struct Credential: Sendable {
+        public var user: String
+        public var password: String
+        public var digest: Bool
+        public init(user: String, password: String, digest: Bool = false) {
+            self.user = user
+            self.password = password
+            self.digest = digest
+        }
+
+        func accepts(_ authorization: String?, target: String) -> Bool {
+            guard let authorization else { return false }
+            if digest {
+                return DigestAnswer(authorization)?.verify(user: user, realm: "ws", password: password, method: "GET",
+                                                           target: target) == true
+            }
+            return authorization == "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+        }
+
+        var challenge: String {
+            digest ? #"Digest realm="ws", nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093", qop="auth", algorithm=MD5, opaque="5ccc""#
+                : #"Basic realm="ws""#
+        }
+    }
+
+    public static func start(tls: TestTLSIdentity? = nil, requiring credential: Credential? = nil) async throws -> TestWebSocketServer {
         let state = NIOLockedValueBox(Records())
         let sslContext = try tls.map { try $0.makeServerContext(clientCA: nil) }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -51,10 +79,17 @@ public final class TestWebSocketServer: Sendable {
                     maxFrameSize: 16 * 1024 * 1024,
                     shouldUpgrade: { channel, head in
                         state.withLockedValue { $0.handshakes.append(head.headers) }
+                        if let credential, !credential.accepts(head.headers.first(name: "authorization"), target: head.uri) {
+                            return channel.eventLoop.makeSucceededFuture(nil)  // ChallengeResponder answers 401
+                        }
                         return channel.eventLoop.makeSucceededFuture(HTTPHeaders([("X-Test-Server", "ws")]))
                     },
                     upgradePipelineHandler: { channel, _ in
                         channel.eventLoop.makeCompletedFuture {
+                            // The refusing handler stays behind the upgrade's handlers otherwise, and would see frames.
+                            if let responder = try? channel.pipeline.syncOperations.handler(type: ChallengeResponder.self) {
+                                channel.pipeline.syncOperations.removeHandler(responder, promise: nil)
+                            }
                             try channel.pipeline.syncOperations.addHandler(
                                 NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 10_000,
                                                             maxAccumulatedFrameSize: 16 * 1024 * 1024))
@@ -65,6 +100,7 @@ public final class TestWebSocketServer: Sendable {
                     if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
+                    if let credential { try channel.pipeline.syncOperations.addHandler(ChallengeResponder(challenge: credential.challenge)) }
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -72,8 +108,9 @@ public final class TestWebSocketServer: Sendable {
         return TestWebSocketServer(port: port, channel: channel, state: state)
     }
 
-    public static func with<T>(tls: TestTLSIdentity? = nil, _ body: (TestWebSocketServer) async throws -> T) async throws -> T {
-        let server = try await start(tls: tls)
+    public static func with<T>(tls: TestTLSIdentity? = nil, requiring credential: Credential? = nil,
+                               _ body: (TestWebSocketServer) async throws -> T) async throws -> T {
+        let server = try await start(tls: tls, requiring: credential)
         do {
             let result = try await body(server)
             try? await server.channel.close()
@@ -82,6 +119,26 @@ public final class TestWebSocketServer: Sendable {
             try? await server.channel.close()
             throw error
         }
+    }
+}
+
+/// Answers a handshake the server refused (no credential, or a wrong one) with 401 and the challenge, then closes.
+private final class ChallengeResponder: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+    let challenge: String
+
+    init(challenge: String) { self.challenge = challenge }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .end = unwrapInboundIn(data) else { return }
+        let body = "credentials required\n"
+        let head = HTTPResponseHead(version: .http1_1, status: .unauthorized, headers: HTTPHeaders([
+            ("WWW-Authenticate", challenge), ("Content-Length", "\(body.utf8.count)"), ("Connection", "close"),
+        ]))
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
     }
 }
 

@@ -6,15 +6,20 @@ import ProxyModel
 extension CurlTransfer {
     func configureChallenge(_ easy: CurlEasy) throws(CurlError) {
         guard let challenge = request.challenge else { return }
-        if let certificate = challenge.clientCertificate {
-            try easy.set(CURLOPT_SSLCERT, certificate.certificatePath)
-            try easy.set(CURLOPT_SSLKEY, certificate.keyPath)
-            if let passphrase = certificate.passphrase { try easy.set(CURLOPT_KEYPASSWD, passphrase) }
-        }
+        try configureClientCertificate(easy)
         guard challenge.action == .useCredential, let username = challenge.username else { return }
         try easy.set(CURLOPT_USERNAME, username)
         try easy.set(CURLOPT_PASSWORD, challenge.password ?? "")
         try easy.set(CURLOPT_HTTPAUTH, CurlTransfer.authMask(challenge.schemes))
+    }
+
+    /// The rule's client certificate, presented when the server asks for one (also on a connection made for an
+    /// upgrade, whose HTTP is not curl's).
+    func configureClientCertificate(_ easy: CurlEasy) throws(CurlError) {
+        guard let certificate = request.challenge?.clientCertificate else { return }
+        try easy.set(CURLOPT_SSLCERT, certificate.certificatePath)
+        try easy.set(CURLOPT_SSLKEY, certificate.keyPath)
+        if let passphrase = certificate.passphrase { try easy.set(CURLOPT_KEYPASSWD, passphrase) }
     }
 
     /// The CURLAUTH bits for `schemes`. A single scheme gets CURLAUTH_ONLY so curl waits for the server's

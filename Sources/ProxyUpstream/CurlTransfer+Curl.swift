@@ -64,6 +64,7 @@ extension CurlTransfer {
             try easy.set(CURLOPT_FRESH_CONNECT, true)
             if !(settings.upstreamProxy ?? "").isEmpty { try easy.set(CURLOPT_HTTPPROXYTUNNEL, true) }
             try configureTLS(easy)
+            try configureClientCertificate(easy)
             return
         }
         try configureMethodAndBody(easy, context: context)

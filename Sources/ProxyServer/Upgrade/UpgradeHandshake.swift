@@ -46,6 +46,10 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     private var bodyBytes = 0
     private var responseCapture: CapturedBody?
     private var relay: (any UpgradeRelay)?
+    /// The `Authorization` an answered challenge adds to the handshake (never logged).
+    private var authorization: String?
+    /// What `on_challenge` did with a 401 to the handshake.
+    private var challengeEvents: [HookEvent] = []
     /// Every record of this exchange carries it: pending, open and ended, the viewer shows one flow.
     private lazy var flowID = proxy.makeFlowID()
     /// While the server's head is awaited: it must say something within the upstream idle timeout (`--idle-timeout`),
@@ -92,6 +96,12 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         proxy.connections.exchangeStarted()
         // The viewer shows the handshake as pending, then the open session, then the ended one: one flow, one id.
         if proxy.viewer?.store.isWatched == true { proxy.started(record(response: nil, webSocket: nil, error: nil)) }
+        connectUpstream()
+    }
+
+    /// A fresh handshake codec and upstream connection (again after an answered challenge).
+    private func connectUpstream() {
+        codec.map { _ = try? $0.finish() }
         let codec = EmbeddedChannel()
         do {
             try codec.pipeline.syncOperations.addHandler(HTTPRequestEncoder())
@@ -101,8 +111,10 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
             return fail(ProxyError(.internalError, "hookproxy: cannot set up the upgrade handshake: \(error)"))
         }
         self.codec = codec
+        state = .connecting
+        // The challenge policy goes along for its client certificate (curl presents it in the TLS handshake).
         let upstream = UpstreamRequest(head: upstreamHead, body: .none, settings: proxy.engine.settings,
-                                       trust: plan.trust, challenge: nil)
+                                       trust: plan.trust, challenge: plan.onChallenge)
         transfer = proxy.engine.connect(upstream, delegate: self, on: eventLoop)
     }
 
@@ -133,6 +145,7 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: upstreamHead.method),
                                    uri: upstreamHead.url.pathAndQuery, headers: upstreamHead.headers.nioHeaders)
         head.headers.remove(name: "content-length")
+        if let authorization { head.headers.replaceOrAdd(name: "Authorization", value: authorization) }
         do {
             try codec.writeOutbound(HTTPClientRequestPart.head(head))
             try codec.writeOutbound(HTTPClientRequestPart.end(nil))
@@ -222,6 +235,7 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     /// Takes the server's head; false when it refused the answer (a 101 that names no protocol the client offered: the
     /// bytes after it cannot be relayed as that protocol) and answered 502 instead.
     private func receive(_ nio: HTTPResponseHead) -> Bool {
+        if nio.status == .unauthorized || nio.status == .proxyAuthenticationRequired, meetChallenge(nio) { return false }
         if nio.status == .switchingProtocols {
             let offered = UpgradeHandshake.tokens(upstreamHead.headers.values(for: "upgrade"))
             let chosen = UpgradeHandshake.tokens(nio.headers[canonicalForm: "upgrade"].map(String.init))
@@ -246,6 +260,37 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         guard head.status != 101 else { return true }
         handler?.send(.head(head.nioHead(version: request.head.version)))
         return true
+    }
+
+    /// `on_challenge` on a 401/407 to the handshake: `cancel` answers 502; `use_credential` sends the handshake
+    /// again, once, on a new connection, with the credential (`HandshakeChallenge`). True when it took the answer
+    /// over; false hands the response to the client.
+    private func meetChallenge(_ nio: HTTPResponseHead) -> Bool {
+        let head = ResponseHead(status: Int(nio.status.code), reason: nio.status.reasonPhrase,
+                                version: HTTPVersionNumber(nio.version), headers: HeaderFields(nio.headers))
+        let context = HookDecisions.Context(request: upstreamHead, hopPlan: plan, redirectPolicy: nil, follower: nil,
+                                            canReplayBody: true, bodyLimit: proxy.limits.bodyLimit)
+        if case .answer(let error, let event)? = HookDecisions.onHead(head, context) {
+            if let event { challengeEvents.append(event) }
+            connection?.close()
+            connection = nil
+            fail(error)
+            return true
+        }
+        switch HandshakeChallenge.decide(head, policy: plan.onChallenge, request: upstreamHead, answered: authorization != nil) {
+        case .pass(let event):
+            if let event { challengeEvents = [event] }
+            return false
+        case .answer(let value, let scheme):
+            challengeEvents = [HookEvent(hook: .challenge, action: "challenge answered \(scheme)")]
+            authorization = value
+            headDeadline?.cancel()
+            headDeadline = nil
+            connection?.close()
+            connection = nil
+            connectUpstream()
+            return true
+        }
     }
 
     /// The protocol tokens of `Upgrade` values, lower-cased, in order.
@@ -343,17 +388,23 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         proxy.record(record(response: responseHead, webSocket: log, error: nil, events: events))
     }
 
+    /// Header values rules set from the environment, and the credential an answered challenge sent: never logged.
+    private var secretValues: [String] {
+        let password = plan.onChallenge?.password.flatMap { $0.isEmpty ? nil : $0 }
+        return plan.secretValues + [password, authorization].compactMap { $0 }
+    }
+
     /// The server's 101 (or other answer) headers, once they arrived.
     var responseHeaders: HeaderFields? { responseHead?.headers }
 
     func record(response: ResponseHead?, webSocket: WebSocketLog?, error: String?, events: [HookEvent] = []) -> FlowRecord {
         var flow = request.record(
-            id: flowID, response: response, bodySize: bodyBytes, events: plan.events + events,
+            id: flowID, response: response, bodySize: bodyBytes, events: plan.events + challengeEvents + events,
             responseBody: webSocket == nil ? responseCapture : nil,
             hop: RequestContext.Hop(number: 0, start: request.start, upstreamRequest: upstreamHead,
                                     url: request.clientHead?.url.description ?? upstreamHead.url.description,
                                     requestBodySize: 0, requestBody: nil, outcome: outcome, rules: plan.firedRules,
-                                    error: error, secretValues: plan.secretValues))
+                                    error: error, secretValues: secretValues))
         flow.webSocket = webSocket
         return flow
     }
