@@ -12,9 +12,10 @@ ARGS ?=
 PYVENV := .build/pyvenv
 PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0 websockets==17.4 selenium==4.51.0 schemathesis==4.32.5 grpcio==1.85.1
 PY_TEST_MODULES := haralyzer, jsonschema, websockets, selenium, schemathesis, grpc
-# The browser the viewer's test runs headless, and its WebDriver. Test-only: not in SYSTEM_PACKAGES, which the
-# Docker image (it builds and runs hookproxy, never its tests) mirrors.
-BROWSER_TEST_PACKAGES := chromium chromium-driver
+# The browsers the viewer's tests run headless: Chromium with its WebDriver, and Firefox (driven over WebDriver
+# BiDi, which it speaks itself). Test-only: not in SYSTEM_PACKAGES, which the Docker image (it builds and runs
+# hookproxy, never its tests) mirrors.
+BROWSER_TEST_PACKAGES := chromium chromium-driver firefox-esr
 # Where the browser test saves the README's picture of the viewer.
 VIEWER_SCREENSHOT := docs/viewer.png
 
@@ -52,9 +53,11 @@ browserdeps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-# The traffic viewer in a real headless Chromium (and the README's screenshot), then schemathesis on its API.
+# The traffic viewer in a real headless Chromium (and the README's screenshot) and Firefox, then schemathesis on
+# its API.
 viewer-test: browserdeps pydeps
 	cd Tests/Browser && ../../$(PYVENV)/bin/python3 viewer_browser_test.py ../../.build/debug/hookproxy ../../$(VIEWER_SCREENSHOT)
+	cd Tests/Browser && ../../$(PYVENV)/bin/python3 viewer_firefox_test.py ../../.build/debug/hookproxy /usr/bin/firefox-esr
 	cd Tests/Browser && ../../$(PYVENV)/bin/python3 viewer_api_schemathesis.py ../../.build/debug/hookproxy ../../$(PYVENV)/bin/schemathesis
 
 build: deps
