@@ -316,6 +316,35 @@ struct WebSocketTests {
         }
     }
 
+    @Test("websocket rules edit messages compressed with permessage-deflate, which stays on both ways")
+    func deflateEdited() async throws {
+        let ca = TestCA.shared
+        let directory = try TemporaryDirectory()
+        let cert = try directory.writePEM([ca.leaf, ca.intermediate], to: "server.pem")
+        try directory.write(ca.leaf.privateKeyPEM, to: "server.key")
+        let rules = """
+            - name: ws-edit
+              match: { host: localhost, websocket: true }
+              websocket:
+                to_server: { replace: [{ text: "hello", with: "HELLO" }] }
+                to_client: { replace: [{ text: "again", with: "AGAIN" }] }
+            """
+        try await Self.intercepted(rules: rules, capture: true) { _, proxy, caPath in
+            setenv("WS_SERVER_CERT", cert, 1)
+            setenv("WS_SERVER_KEY", directory.path + "/server.key", 1)
+            let out = try await Self.client(proxy, "wss://localhost:1/", "deflate-edit", ca: caPath)
+            #expect(out["error"] == nil, "\(out)")
+            #expect((out["extensions"] as? String ?? "").contains("permessage-deflate"), "\(out)")
+            #expect(out["server_received"] as? [String] == ["compressed HELLO " * 20, "and again " * 30, "binary:16384",
+                                                            "HELLO once more " * 10], "\(out)")
+            #expect(out["replies"] as? [String] == ["compressed HELLO " * 20, "and AGAIN " * 30, "binary intact",
+                                                    "HELLO once more " * 10], "\(out)")
+            let record = try #require(await Self.sessionRecord(proxy))
+            let texts = record.webSocket?.messages.filter { $0.opcode == 1 }.map { String(decoding: $0.data, as: UTF8.self) } ?? []
+            #expect(texts.first == "compressed HELLO " * 20, "the log shows the message as it went on: \(texts.map { $0.prefix(40) })")
+        }
+    }
+
     /// A TLS WebSocket server and a proxy that intercepts `localhost`, trusting the test CA upstream (plus `rules`).
     static func intercepted(rules: String = "", capture: Bool = false,
                             configure: (inout ProxyConfiguration) -> Void = { _ in },

@@ -6,7 +6,9 @@ import ProxyRules
 
 /// One direction of a WebSocket session: puts data frames back together into messages (for the log, undoing
 /// `permessage-deflate`), and, when a `websocket` rule edits this direction, holds a text message's frames until
-/// its last one and sends the edited message as one frame. Client connection's loop; a value inside the session.
+/// its last one and sends the edited message as one frame. Under `permessage-deflate` it holds every compressed
+/// message, inflates it, edits it if it is text, and compresses it again (`MessageDeflater`). Client connection's
+/// loop; a value inside the session.
 struct MessageFlow {
     /// A message whose last frame arrived.
     struct Complete {
@@ -20,16 +22,28 @@ struct MessageFlow {
         var truncated: Bool
     }
 
+    /// What one frame gives: frames to forward now, the message it completed, and why the session cannot go on
+    /// (a compressed message that hookproxy, compressing this direction itself, could not inflate).
+    struct Taken {
+        var forward: [WebSocketFrame]
+        var message: Complete?
+        var failure: String?
+    }
+
     let direction: WebSocketLog.Direction
     let transform: (any BodyTransforming)?
     let inflater: MessageInflater?
+    /// Set when `transform` edits this direction under `permessage-deflate`.
+    let deflater: MessageDeflater?
     /// How much of an uncompressed message the log may keep.
     let keepLimit: Int
     /// A held message larger than this is let through unedited.
     static let maxEditedMessage = BodyTransformLimits.maxInputBytes
 
-    private var opcode = 0
+    private var opcode = WebSocketOpcode.text
     private var compressed = false
+    /// The current message is compressed and goes out compressed by `deflater`.
+    private var recompressing = false
     private var started = Date()
     private var payload = ByteBuffer()
     private var size = 0
@@ -39,23 +53,28 @@ struct MessageFlow {
     /// Notes of the edits made (the session logs them as hook events).
     private(set) var notes: [String] = []
 
-    init(direction: WebSocketLog.Direction, transform: (any BodyTransforming)?, inflater: MessageInflater?, keepLimit: Int) {
+    init(direction: WebSocketLog.Direction, transform: (any BodyTransforming)?, inflater: MessageInflater?,
+         deflater: MessageDeflater? = nil, keepLimit: Int) {
         self.direction = direction
         self.transform = transform
         self.inflater = inflater
+        self.deflater = transform == nil ? nil : deflater
         self.keepLimit = keepLimit
     }
 
+    private var side: String { direction == .send ? "to_server" : "to_client" }
+
     /// Takes a data frame (text, binary, continuation): what to forward now, and the message it completed.
-    mutating func take(_ frame: WebSocketFrame) -> (forward: [WebSocketFrame], message: Complete?) {
+    mutating func take(_ frame: WebSocketFrame) -> Taken {
         if frame.opcode != .continuation {
-            opcode = Int(UInt8(webSocketOpcode: frame.opcode))
+            opcode = frame.opcode
             compressed = frame.rsv1
             started = Date()
             payload.clear()
             size = 0
             truncated = false
-            holding = transform != nil && frame.opcode == .text && !compressed
+            recompressing = compressed && deflater != nil
+            holding = transform != nil && ((frame.opcode == .text && !compressed) || recompressing)
         }
         let data = frame.unmaskedData
         size += data.readableBytes
@@ -73,43 +92,58 @@ struct MessageFlow {
         var forward: [WebSocketFrame] = []
         if holding {
             held.append(frame)
-            if size > MessageFlow.maxEditedMessage {
+            // (A compressed message stays held: once hookproxy compresses a direction, nothing else may.)
+            if size > MessageFlow.maxEditedMessage && !recompressing {
                 holding = false
-                notes.append("\(direction == .send ? "to_server" : "to_client") message over \(MessageFlow.maxEditedMessage) bytes: sent unchanged")
+                notes.append("\(side) message over \(MessageFlow.maxEditedMessage) bytes: sent unchanged")
                 forward = held
                 held.removeAll()
             }
         } else {
             forward = [frame]
         }
-        guard frame.fin else { return (forward, nil) }
+        guard frame.fin else { return Taken(forward: forward, message: nil) }
+        let whole = !truncated
+        var inflated: ByteBuffer?
+        if compressed {
+            inflated = inflater?.inflate(payload)
+            if inflated == nil { truncated = true }
+        }
+        var failure: String?
         if holding {
             holding = false
             held.removeAll()
-            forward = [edited()]
-        }
-        var logged = payload
-        var loggedSize = size
-        if compressed {
-            if let inflated = inflater?.inflate(payload) {
-                logged = inflated
-                loggedSize = inflated.readableBytes
+            if !recompressing {
+                payload = edited(payload)
+                size = payload.readableBytes
+                forward = [WebSocketFrame(fin: true, opcode: .text, data: payload)]
+            } else if whole, var plain = inflated {
+                if opcode == .text && plain.readableBytes <= MessageFlow.maxEditedMessage {
+                    plain = edited(plain)
+                    inflated = plain
+                } else if opcode == .text {
+                    notes.append("\(side) message over \(MessageFlow.maxEditedMessage) bytes: sent unchanged")
+                }
+                if let deflated = deflater?.deflate(plain) {
+                    forward = [WebSocketFrame(fin: true, rsv1: true, opcode: opcode, data: deflated)]
+                } else {
+                    failure = "hookproxy: cannot compress a \(side) message again"
+                }
             } else {
-                truncated = true
+                failure = "hookproxy: cannot inflate a compressed \(side) message to edit it (over \(MessageInflater.maxMessageBytes) bytes, or corrupt)"
             }
         }
-        return (forward, Complete(direction: direction, time: started, opcode: opcode, size: loggedSize,
-                                  data: logged, truncated: truncated))
+        let logged = inflated ?? payload
+        let message = Complete(direction: direction, time: started, opcode: Int(UInt8(webSocketOpcode: opcode)),
+                               size: inflated?.readableBytes ?? size, data: logged, truncated: truncated)
+        return Taken(forward: forward, message: message, failure: failure)
     }
 
-    /// The held text message, edited by the rules, as one final frame.
-    private mutating func edited() -> WebSocketFrame {
+    /// A held text message, edited by the rules.
+    private mutating func edited(_ message: ByteBuffer) -> ByteBuffer {
         var headers = HeaderFields()
-        let (bytes, notes) = transform!.apply(to: Array(payload.readableBytesView), headers: &headers)
-        let side = direction == .send ? "to_server" : "to_client"
+        let (bytes, notes) = transform!.apply(to: Array(message.readableBytesView), headers: &headers)
         self.notes += notes.map { "\(side) message: \($0)" }
-        payload = ByteBuffer(bytes: bytes)
-        size = bytes.count
-        return WebSocketFrame(fin: true, opcode: .text, data: payload)
+        return ByteBuffer(bytes: bytes)
     }
 }

@@ -46,9 +46,11 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         toServer = MessageFlow(direction: .send, transform: handshake.plan.webSocketToServer,
                                inflater: deflate.map { MessageInflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) },
+                               deflater: deflate.flatMap { MessageDeflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) },
                                keepLimit: captureLimit)
         toClient = MessageFlow(direction: .receive, transform: handshake.plan.webSocketToClient,
                                inflater: deflate.map { MessageInflater(windowBits: $0.serverWindowBits, noContextTakeover: $0.serverNoContextTakeover) },
+                               deflater: deflate.flatMap { MessageDeflater(windowBits: $0.serverWindowBits, noContextTakeover: $0.serverNoContextTakeover) },
                                keepLimit: captureLimit)
     }
 
@@ -166,6 +168,11 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         default:
             let result = flow.take(frame)
             if let message = result.message { logMessage(message) }
+            if let failure = result.failure {
+                // The receiver's window is hookproxy's now: a message it cannot compress again ends the session.
+                end(WebSocketLog.Close(code: 1009, reason: failure, by: towardServer ? .client : .server))
+                return []
+            }
             return result.forward.map { WebSocketSession.forwardable($0, towardServer: towardServer) }
         }
     }

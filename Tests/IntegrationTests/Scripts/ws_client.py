@@ -78,6 +78,31 @@ async def main():
                     out.setdefault("replies", []).append(await ws.recv() == text)
                 await ws.close(1000)
             server.close()
+        elif scenario == "deflate-edit":
+            # As "deflate", with messages the proxy's rules edit: several, so a window carried from message to
+            # message (context takeover, the websockets default) must stay right at both ends. (`target` is
+            # global: declared in the "deflate" branch above.)
+            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
+            received = []
+
+            async def echo_handler(ws):
+                async for message in ws:
+                    received.append(message if isinstance(message, str) else "binary:%d" % len(message))
+                    await ws.send(message)
+            server = await websockets.serve(echo_handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
+            target = f"wss://localhost:{server.sockets[0].getsockname()[1]}/deflate"
+            async with connect(compression="deflate") as ws:
+                out["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
+                binary = bytes(range(256)) * 64
+                for message in ["compressed hello " * 20, "and again " * 30, binary, "hello once more " * 10]:
+                    await ws.send(message)
+                    reply = await ws.recv()
+                    out.setdefault("replies", []).append(
+                        reply if isinstance(reply, str) else ("binary intact" if reply == binary else "binary changed"))
+                await ws.close(1000)
+            out["server_received"] = received
+            server.close()
         elif scenario == "big":
             async with connect() as ws:
                 text = ("0123456789abcdef" * (4 * 1024 * 1024 // 16))
