@@ -2,10 +2,12 @@
 # WebSocket bench (issue 15): 1 KiB echo round trips per second with 1 and 32 sessions, for the server directly,
 # through hookproxy and through mitmdump, in one run. Both proxies run as reverse proxies in front of the echo server
 # (`--reverse` / `--mode reverse:`), so each one parses and relays every frame (a forward proxy would see wss only
-# as a blind tunnel). Client and server are Python's `websockets`, in their own processes; one client process per
-# figure drives all its sessions, so the client is part of what is measured: compare the ratios, in one run.
+# as a blind tunnel). Two pairs of peers, each in its own processes: Python's `websockets` (an independent
+# implementation, but it tops out near 6,000 round trips/s per process, so it caps every figure), and
+# bench/ws_peer.c (C, blocking sockets, a thread per session; built here with cc), which leaves the proxies as
+# what is measured. The client is part of every figure: compare the ratios, in one run.
 #
-#   bash bench/ws.sh           (BENCH_WS_SECONDS=8, BENCH_HOOKPROXY=path, BENCH_PROXIES to drop mitmdump)
+#   bash bench/ws.sh           (BENCH_WS_SECONDS=8, BENCH_HOOKPROXY=path)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -27,32 +29,54 @@ cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$
 trap cleanup EXIT
 wait_port() { for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
-WS_PORT=$(free_port)
-"$PY" bench/ws_bench.py server "$WS_PORT" & PIDS+=($!)
-wait_port "$WS_PORT"
-HP_PORT=$(free_port)
-"$HOOKPROXY" run --listen 127.0.0.1:0 --quiet --reverse "127.0.0.1:$HP_PORT=http://127.0.0.1:$WS_PORT" >/dev/null 2>&1 & PIDS+=($!)
-wait_port "$HP_PORT"
-declare -A TARGETS=([direct]="ws://127.0.0.1:$WS_PORT/" [hookproxy]="ws://127.0.0.1:$HP_PORT/")
+PEER="$ROOT/.build/ws_peer"
+cc -O2 -pthread -o "$PEER" bench/ws_peer.c
+
+# For each pair of peers: its echo server, and hookproxy and mitmdump as reverse proxies in front of it.
+declare -A TARGETS
+for peers in python c; do
+  port=$(free_port)
+  if [ "$peers" = python ]; then "$PY" bench/ws_bench.py server "$port" & PIDS+=($!); else "$PEER" server "$port" & PIDS+=($!); fi
+  wait_port "$port"
+  TARGETS["$peers|direct"]="127.0.0.1:$port"
+  hp=$(free_port)
+  "$HOOKPROXY" run --listen 127.0.0.1:0 --quiet --reverse "127.0.0.1:$hp=http://127.0.0.1:$port" >/dev/null 2>&1 & PIDS+=($!)
+  wait_port "$hp"
+  TARGETS["$peers|hookproxy"]="127.0.0.1:$hp"
+  if [ -n "$MITMDUMP" ]; then
+    mp=$(free_port)
+    "$MITMDUMP" -q --mode "reverse:http://127.0.0.1:$port" --listen-host 127.0.0.1 -p "$mp" >/dev/null 2>&1 & PIDS+=($!)
+    wait_port "$mp" && TARGETS["$peers|mitmdump"]="127.0.0.1:$mp"
+  fi
+done
 ORDER="direct hookproxy"
-if [ -n "$MITMDUMP" ]; then
-  MP_PORT=$(free_port)
-  "$MITMDUMP" -q --mode "reverse:http://127.0.0.1:$WS_PORT" --listen-host 127.0.0.1 -p "$MP_PORT" >/dev/null 2>&1 & PIDS+=($!)
-  wait_port "$MP_PORT" && { TARGETS[mitmdump]="ws://127.0.0.1:$MP_PORT/"; ORDER="$ORDER mitmdump"; }
-fi
+[ -n "${TARGETS[python|mitmdump]:-}" ] && ORDER="$ORDER mitmdump"
+sleep 2  # mitmdump finishes loading after it listens
+
+run() {  # PEERS WHO SESSIONS → round trips per second
+  local address=${TARGETS["$1|$2"]}
+  if [ "$1" = python ]; then "$PY" bench/ws_bench.py client "ws://$address/" "$3" "$SECONDS_PER"
+  else "$PEER" client "${address%:*}" "${address#*:}" / "$3" "$SECONDS_PER" 1024; fi
+}
 declare -A R
-for sessions in 1 32; do
-  for who in $ORDER; do
-    R["$who|$sessions"]=$("$PY" bench/ws_bench.py client "${TARGETS[$who]}" "$sessions" "$SECONDS_PER")
+for peers in python c; do
+  for sessions in 1 32; do
+    for who in $ORDER; do R["$peers|$who|$sessions"]=$(run "$peers" "$who" "$sessions"); done
   done
 done
-echo "| WebSocket 1 KiB echo, round trips/s | 1 session | 32 sessions |"
-echo "| --- | ---: | ---: |"
-for who in $ORDER; do echo "| $who | ${R[$who|1]} | ${R[$who|32]} |"; done
-for sessions in 1 32; do
-  d=${R[direct|$sessions]}; h=${R[hookproxy|$sessions]}
-  echo "hookproxy / direct at $sessions: $(awk -v a="$h" -v b="$d" 'BEGIN{printf "%.2f", a/b}') (target ≥ 0.4)"
-  if [ -n "${R[mitmdump|$sessions]:-}" ]; then
-    echo "hookproxy / mitmdump at $sessions: $(awk -v a="$h" -v b="${R[mitmdump|$sessions]}" 'BEGIN{printf "%.2f", a/b}') (target ≥ 10)"
-  fi
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+echo "| WebSocket 1 KiB echo, round trips/s | peers | 1 session | 32 sessions |"
+echo "| --- | --- | ---: | ---: |"
+for peers in python c; do
+  for who in $ORDER; do echo "| $who | $peers | ${R[$peers|$who|1]} | ${R[$peers|$who|32]} |"; done
+done
+for peers in python c; do
+  for sessions in 1 32; do
+    h=${R[$peers|hookproxy|$sessions]}
+    line="$peers peers, $sessions sessions: hookproxy / direct $(ratio "$h" "${R[$peers|direct|$sessions]}") (target ≥ 0.4)"
+    if [ -n "${R[$peers|mitmdump|$sessions]:-}" ]; then
+      line="$line, hookproxy / mitmdump $(ratio "$h" "${R[$peers|mitmdump|$sessions]}") (target ≥ 10)"
+    fi
+    echo "$line"
+  done
 done
