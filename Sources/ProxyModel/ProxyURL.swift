@@ -140,7 +140,27 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     /// The request target in origin form: path plus `?query` when present.
     public var pathAndQuery: String { query.map { "\(path)?\($0)" } ?? path }
 
-    public var description: String { "\(scheme)://\(authority)\(pathAndQuery)" }
+    /// `scheme://authority/path?query`, built in one buffer (every log record makes one or two).
+    public var description: String {
+        var text = ""
+        text.reserveCapacity(scheme.utf8.count + host.utf8.count + path.utf8.count + (query?.utf8.count ?? 0) + 16)
+        text += scheme
+        text += "://"
+        let bracketed = host.utf8.contains(UInt8(ascii: ":"))
+        if bracketed { text += "[" }
+        text += host
+        if bracketed { text += "]" }
+        if !isDefaultPort {
+            text += ":"
+            text += String(port)
+        }
+        text += path
+        if let query {
+            text += "?"
+            text += query
+        }
+        return text
+    }
 
     /// scheme, host (lower-cased) and port: what "same origin" compares.
     public var origin: String { "\(scheme)://\(host.lowercased()):\(port)" }

@@ -19,8 +19,11 @@ extension FlowStore {
 
         init(changeLogLimit: Int) { self.changeLogLimit = changeLogLimit }
 
-        mutating func put(_ flow: Flow, weight: Int, limits: Limits) {
+        /// Stores `flow`, evicting the oldest past the limits; returns the evicted flows, for the caller to let go
+        /// of after the lock (freeing a record's headers and bodies is the costly part).
+        mutating func put(_ flow: Flow, weight: Int, limits: Limits) -> [Flow] {
             let id = flow.id
+            var evicted: [Flow] = []
             if flows.updateValue(flow, forKey: id) == nil {
                 order.append(id)
             }
@@ -31,14 +34,16 @@ extension FlowStore {
                 guard head < order.count else { break }
                 let oldest = order[head]
                 head += 1
-                if flows.removeValue(forKey: oldest) != nil {
+                if let gone = flows.removeValue(forKey: oldest) {
                     bytes -= weights.removeValue(forKey: oldest) ?? 0
+                    evicted.append(gone)
                 }
             }
             if head > 1024 && head * 2 > order.count {
                 order.removeFirst(head)
                 head = 0
             }
+            return evicted
         }
 
         mutating func log(_ change: Change) {

@@ -71,10 +71,11 @@ public final class FlowStore: FlowRecorder, Sendable {
 
     private func update(_ flow: FlowRecord, done: Bool) {
         let weight = FlowStore.weight(of: flow)
-        let watchers = state.withLock { state -> [Watcher] in
-            state.put(Flow(record: flow, done: done), weight: weight, limits: limits)
-            return state.watchers.isEmpty ? [] : Array(state.watchers.values)
+        let (watchers, evicted) = state.withLock { state -> ([Watcher], [Flow]) in
+            let evicted = state.put(Flow(record: flow, done: done), weight: weight, limits: limits)
+            return (state.watchers.isEmpty ? [] : Array(state.watchers.values), evicted)
         }
+        withExtendedLifetime(evicted) {}  // released here, with the lock free
         for watcher in watchers { watcher.changed() }
     }
 

@@ -600,13 +600,14 @@ final class Exchange {
         guard proxy.configuration.recorder != nil else { return }  // --quiet without log files: nothing to build
         let hop = machine.hop - (final ? 0 : 1)  // a redirect's record comes as the next hop starts
         let replayBytes = machine.replay?.byteCount ?? 0
+        let upstreamURL = upstreamHead.url.description
         let flow = request.record(
             id: startedFlowID ?? proxy.makeFlowID(), response: response,
             bodySize: final ? machine.bodyBytesWritten : 0,
             events: hopEvents, responseBody: final ? responseCapture : nil,
             hop: RequestContext.Hop(
                 number: hop, start: hop == 0 ? request.start : hopStart, upstreamRequest: upstreamHead,
-                url: hopRequest.url.description,
+                url: hopRequest.url == upstreamHead.url ? upstreamURL : hopRequest.url.description, upstreamURL: upstreamURL,
                 requestBodySize: hop == 0 ? requestBodySize : (upstreamHead.method == clientHead.method ? replayBytes : 0),
                 requestBody: hop == 0 ? requestCapture : nil, outcome: outcome, rules: hopPlan.firedRules,
                 error: final ? machine.failure : nil, secretValues: secretValues))

@@ -37,6 +37,8 @@ struct RequestContext {
         /// The request as sent upstream (after rules), and the URL the hop was asked for.
         var upstreamRequest: RequestHead
         var url: String
+        /// `upstreamRequest.url` as text, when the caller has it already.
+        var upstreamURL: String? = nil
         var requestBodySize: Int
         var requestBody: CapturedBody?
         var outcome: UpstreamOutcome?
@@ -53,7 +55,7 @@ struct RequestContext {
         let outcome = hop?.outcome
         return FlowRecord(
             id: id, start: start, client: client, request: hop?.upstreamRequest ?? clientHeadOrParsed,
-            url: hop?.url ?? clientHead?.url.description ?? head.uri, upstreamURL: hop?.upstreamRequest.url.description,
+            url: hop?.url ?? clientHead?.url.description ?? head.uri, upstreamURL: hop.map { $0.upstreamURL ?? $0.upstreamRequest.url.description },
             response: response, requestBodySize: hop?.requestBodySize ?? requestBodySize, responseBodySize: bodySize,
             requestBody: hop == nil ? requestBody : hop?.requestBody, responseBody: responseBody,
             timings: outcome?.timings ?? Timings(), durationMs: Date().timeIntervalSince(start) * 1000,
