@@ -16,9 +16,11 @@ struct WebSocketTests {
 
     /// Runs the client script and returns its JSON object.
     static func client(_ proxy: ProxyHarness, _ target: String, _ scenario: String, ca: String? = nil,
+                       environment extra: [String: String] = [:],
                        timeout: Duration = .seconds(90)) async throws -> [String: Any] {
+        let environment = extra.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(extra) { $1 }
         let run = try await Hooks.run(LogFiles.python, [script, proxy.proxyURL, target, scenario] + (ca.map { [$0] } ?? []),
-                                      timeout: timeout)
+                                      timeout: timeout, environment: environment)
         guard run.exitCode == 0, let line = run.stdout.split(separator: "\n").last,
               let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
             throw TestSupportError("ws_client.py \(scenario) failed (\(run.exitCode)): \(run.stdout) \(run.stderr)")
@@ -296,18 +298,27 @@ struct WebSocketTests {
         }
     }
 
-    @Test("permessage-deflate stays on end to end (Python's websockets both sides), and the log shows the messages inflated")
-    func deflate() async throws {
+    /// Runs a ws_client.py scenario that brings its own TLS server (Python's websockets, which negotiates
+    /// permessage-deflate) with the test CA's leaf, through a proxy intercepting `localhost` with `rules`.
+    static func deflateScenario(_ scenario: String, rules: String = "",
+                                _ body: ([String: Any], ProxyHarness) async throws -> Void) async throws {
         let ca = TestCA.shared
         let directory = try TemporaryDirectory()
         let cert = try directory.writePEM([ca.leaf, ca.intermediate], to: "server.pem")
         try directory.write(ca.leaf.privateKeyPEM, to: "server.key")
-        try await Self.intercepted(capture: true) { _, proxy, caPath in
-            setenv("WS_SERVER_CERT", cert, 1)
-            setenv("WS_SERVER_KEY", directory.path + "/server.key", 1)
-            let out = try await Self.client(proxy, "wss://localhost:1/", "deflate", ca: caPath)
+        try await Self.intercepted(rules: rules, capture: true) { _, proxy, caPath in
+            let out = try await Self.client(proxy, "wss://localhost:1/", scenario, ca: caPath, environment: [
+                "WS_SERVER_CERT": cert, "WS_SERVER_KEY": directory.path + "/server.key",
+            ])
             #expect(out["error"] == nil, "\(out)")
             #expect((out["extensions"] as? String ?? "").contains("permessage-deflate"), "\(out)")
+            try await body(out, proxy)
+        }
+    }
+
+    @Test("permessage-deflate stays on end to end (Python's websockets both sides), and the log shows the messages inflated")
+    func deflate() async throws {
+        try await Self.deflateScenario("deflate") { out, proxy in
             #expect(out["replies"] as? [Bool] == [true, true], "\(out)")
             let record = try #require(await Self.sessionRecord(proxy))
             let texts = record.webSocket?.messages.map { String(decoding: $0.data, as: UTF8.self) } ?? []
@@ -318,10 +329,6 @@ struct WebSocketTests {
 
     @Test("websocket rules edit messages compressed with permessage-deflate, which stays on both ways")
     func deflateEdited() async throws {
-        let ca = TestCA.shared
-        let directory = try TemporaryDirectory()
-        let cert = try directory.writePEM([ca.leaf, ca.intermediate], to: "server.pem")
-        try directory.write(ca.leaf.privateKeyPEM, to: "server.key")
         let rules = """
             - name: ws-edit
               match: { host: localhost, websocket: true }
@@ -329,12 +336,7 @@ struct WebSocketTests {
                 to_server: { replace: [{ text: "hello", with: "HELLO" }] }
                 to_client: { replace: [{ text: "again", with: "AGAIN" }] }
             """
-        try await Self.intercepted(rules: rules, capture: true) { _, proxy, caPath in
-            setenv("WS_SERVER_CERT", cert, 1)
-            setenv("WS_SERVER_KEY", directory.path + "/server.key", 1)
-            let out = try await Self.client(proxy, "wss://localhost:1/", "deflate-edit", ca: caPath)
-            #expect(out["error"] == nil, "\(out)")
-            #expect((out["extensions"] as? String ?? "").contains("permessage-deflate"), "\(out)")
+        try await Self.deflateScenario("deflate-edit", rules: rules) { out, proxy in
             #expect(out["server_received"] as? [String] == ["compressed HELLO " * 20, "and again " * 30, "binary:16384",
                                                             "HELLO once more " * 10], "\(out)")
             #expect(out["replies"] as? [String] == ["compressed HELLO " * 20, "and AGAIN " * 30, "binary intact",
