@@ -68,9 +68,11 @@ public final class TestWebSocketServer: Sendable {
         }
     }
 
-    public static func start(tls: TestTLSIdentity? = nil, requiring credential: Credential? = nil) async throws -> TestWebSocketServer {
+    /// With `clientCA` (and `tls`), the TLS handshake requires a client certificate that CA issued.
+    public static func start(tls: TestTLSIdentity? = nil, clientCA: TestCertificate? = nil,
+                             requiring credential: Credential? = nil) async throws -> TestWebSocketServer {
         let state = NIOLockedValueBox(Records())
-        let sslContext = try tls.map { try $0.makeServerContext(clientCA: nil) }
+        let sslContext = try tls.map { try $0.makeServerContext(clientCA: clientCA) }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -108,9 +110,10 @@ public final class TestWebSocketServer: Sendable {
         return TestWebSocketServer(port: port, channel: channel, state: state)
     }
 
-    public static func with<T>(tls: TestTLSIdentity? = nil, requiring credential: Credential? = nil,
+    public static func with<T>(tls: TestTLSIdentity? = nil, clientCA: TestCertificate? = nil,
+                               requiring credential: Credential? = nil,
                                _ body: (TestWebSocketServer) async throws -> T) async throws -> T {
-        let server = try await start(tls: tls, requiring: credential)
+        let server = try await start(tls: tls, clientCA: clientCA, requiring: credential)
         do {
             let result = try await body(server)
             try? await server.channel.close()

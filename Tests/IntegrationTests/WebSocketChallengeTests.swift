@@ -88,6 +88,40 @@ struct WebSocketChallengeTests {
         }
     }
 
+    @Test("a wss server that asks for a client certificate gets the rule's (on_challenge.client_certificate)")
+    func clientCertificate() async throws {
+        let ca = TestCA.shared
+        try await TestWebSocketServer.with(tls: ca.identity([ca.leaf, ca.intermediate]), clientCA: ca.clientCA) { server in
+            let directory = try TemporaryDirectory()
+            let root = try directory.writePEM([ca.root], to: "root.pem")
+            let cert = try directory.writePEM([ca.client], to: "client.pem")
+            let key = try directory.writeKey(ca.client, to: "client.key")
+            let store = try Hooks.store(directory, """
+                rules:
+                  - name: with-cert
+                    match: { host: c.test }
+                    map_remote: { to: "https://localhost:\(server.port)" }
+                    trust: { ca_file: "\(root)" }
+                    on_challenge: { client_certificate: { cert: "\(cert)", key: "\(key)" } }
+                  - name: without-cert
+                    match: { host: n.test }
+                    map_remote: { to: "https://localhost:\(server.port)" }
+                    trust: { ca_file: "\(root)" }
+
+                """)
+            try await withHookProxy(rules: store) { proxy in
+                for (host, expected) in [("c.test", 101), ("n.test", 502)] {
+                    let client = try await RawClient.connect(port: proxy.port)
+                    defer { client.close() }
+                    try await client.send(WebSocketWire.handshake("http://\(host)/chat", host: host))
+                    let response = try await client.readResponse()
+                    #expect(response.status == expected, "\(host): \(response.rawHead)\(response.bodyText)")
+                }
+                #expect(server.records.handshakes.count == 1, "only the handshake with a client certificate got through")
+            }
+        }
+    }
+
     @Test("the credential never reaches the logs, even with --log-secrets")
     func credentialNotLogged() async throws {
         try await TestWebSocketServer.with(requiring: Self.credential) { server in
