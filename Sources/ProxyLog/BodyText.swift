@@ -12,7 +12,7 @@ public struct BodyText: Sendable, Hashable {
     /// types are text when valid UTF-8; an undeclared type is text when valid UTF-8 without control characters.
     /// A truncated body may end inside a UTF-8 sequence: those last bytes are dropped from the text form.
     public init(bytes: [UInt8], contentType: String?, contentEncoding: String? = nil, truncated: Bool = false) {
-        let coding = contentEncoding?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+        let coding = contentEncoding?.trimmingSpaces().lowercased() ?? ""
         let kind = coding.isEmpty || coding == "identity" ? BodyText.kind(of: contentType) : .binary
         if kind != .binary, let text = BodyText.utf8(bytes, allowCutTail: truncated),
            kind == .textual || !BodyText.hasControlCharacters(text) {
@@ -38,7 +38,7 @@ public struct BodyText: Sendable, Hashable {
         guard let contentType else { return .unknown }
         // `Content-Type: ;` (or an empty value) has no media type: `split` would return no parts at all.
         let mediaType = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        let mime = mediaType.trimmingCharacters(in: .whitespaces).lowercased()
+        let mime = mediaType.trimmingSpaces().lowercased()
         if mime.isEmpty { return .unknown }
         if mime.hasPrefix("text/") || mime.hasSuffix("+json") || mime.hasSuffix("+xml") { return .textual }
         let textual: Set<String> = [

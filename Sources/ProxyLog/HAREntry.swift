@@ -198,10 +198,10 @@ struct HAREntry: Encodable {
         headers.values(for: "Cookie").flatMap { line in
             line.split(separator: ";").compactMap { pair -> Cookie? in
                 let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let name = parts[0].trimmingCharacters(in: .whitespaces)
+                let name = parts[0].trimmingSpaces()
                 if name.isEmpty { return nil }
                 if line == Redactor.mask { return Cookie(name: Redactor.mask, value: Redactor.mask) }
-                return Cookie(name: name, value: parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces) : "")
+                return Cookie(name: name, value: parts.count > 1 ? parts[1].trimmingSpaces() : "")
             }
         }
     }
@@ -209,7 +209,7 @@ struct HAREntry: Encodable {
     static func responseCookies(_ headers: HeaderFields) -> [Cookie] {
         headers.values(for: "Set-Cookie").compactMap { line in
             if line == Redactor.mask { return Cookie(name: Redactor.mask, value: Redactor.mask) }
-            let attributes = line.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            let attributes = line.split(separator: ";").map { $0.trimmingSpaces() }
             guard let first = attributes.first else { return nil }
             let parts = first.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             var cookie = Cookie(name: String(parts[0]), value: parts.count > 1 ? String(parts[1]) : "")

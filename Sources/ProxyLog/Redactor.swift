@@ -57,8 +57,9 @@ public struct Redactor: Sendable, Hashable {
             if !logSecrets, Redactor.secretHeaders.contains(where: { field.name.caseInsensitiveEquals($0) }) {
                 return HeaderField(name: field.name, value: Redactor.mask)
             }
-            let value = field.value.trimmingCharacters(in: .whitespaces)
-            if secrets.contains(value) { return HeaderField(name: field.name, value: Redactor.mask) }
+            if !secrets.isEmpty, secrets.contains(field.value.trimmingSpaces()) {
+                return HeaderField(name: field.name, value: Redactor.mask)
+            }
             if Redactor.urlHeaders.contains(where: { field.name.caseInsensitiveEquals($0) }) {
                 return HeaderField(name: field.name, value: url(field.value, secrets: secrets))
             }
@@ -70,26 +71,45 @@ public struct Redactor: Sendable, Hashable {
     /// the whole of `token@` (unless `logSecrets`; a userinfo part that is one of `secrets` always). Nothing else
     /// of the URL is touched; text that is not a URL comes back unchanged.
     public func url(_ text: String, secrets: [String] = []) -> String {
+        // Scanned as bytes: every separator is ASCII, so its byte index is a valid String index (a log record has
+        // two or more URLs, and Foundation's `range(of:)` and Character iteration were most of a record's cost).
         var result = text
-        if let schemeEnd = result.range(of: "://") {
-            let rest = result[schemeEnd.upperBound...]
-            let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-            let authority = rest[..<authorityEnd]
-            if let at = authority.lastIndex(of: "@") {
+        if let schemeEnd = Redactor.schemeSeparator(in: Substring(result))?.upperBound {
+            let rest = result.utf8[schemeEnd...]
+            let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+                ?? rest.endIndex
+            let authority = result.utf8[schemeEnd..<authorityEnd]
+            if let at = authority.lastIndex(of: UInt8(ascii: "@")) {
                 let userinfo = authority[..<at]
-                let hidden = userinfo.firstIndex(of: ":").map { userinfo.index(after: $0)..<at } ?? userinfo.startIndex..<at
+                let hidden = userinfo.firstIndex(of: UInt8(ascii: ":")).map { userinfo.index(after: $0)..<at }
+                    ?? userinfo.startIndex..<at
                 if !result[hidden].isEmpty, !logSecrets || secrets.contains(String(result[hidden])) {
                     result.replaceSubrange(hidden, with: Redactor.mask)
                 }
             }
         }
-        if !redactedQueryNames.isEmpty, let question = result.firstIndex(of: "?") {
-            let queryStart = result.index(after: question)
-            let queryEnd = result[queryStart...].firstIndex(of: "#") ?? result.endIndex
+        if !redactedQueryNames.isEmpty, let question = result.utf8.firstIndex(of: UInt8(ascii: "?")) {
+            let queryStart = result.utf8.index(after: question)
+            let queryEnd = result.utf8[queryStart...].firstIndex(of: UInt8(ascii: "#")) ?? result.endIndex
             let redacted = query(String(result[queryStart..<queryEnd]))
             result.replaceSubrange(queryStart..<queryEnd, with: redacted)
         }
         return result
+    }
+
+    /// The range of the first `://` in `text`, found byte by byte.
+    static func schemeSeparator(in text: Substring) -> Range<String.Index>? {
+        let bytes = text.utf8
+        var index = bytes.startIndex
+        while let colon = bytes[index...].firstIndex(of: UInt8(ascii: ":")) {
+            let first = bytes.index(after: colon)
+            if first < bytes.endIndex, bytes[first] == UInt8(ascii: "/") {
+                let second = bytes.index(after: first)
+                if second < bytes.endIndex, bytes[second] == UInt8(ascii: "/") { return colon..<bytes.index(after: second) }
+            }
+            index = first
+        }
+        return nil
     }
 
     /// A query string (without `?`) with the values of named parameters masked.
@@ -111,7 +131,7 @@ public struct Redactor: Sendable, Hashable {
     /// where they are a whole word outside the URLs.
     public func text(_ text: String, secrets: [String] = []) -> String {
         let secrets = Redactor.ordered(secrets)
-        guard text.contains("://") else { return Redactor.maskWords(secrets, in: text) }
+        guard Redactor.schemeSeparator(in: Substring(text)) != nil else { return Redactor.maskWords(secrets, in: text) }
         var result = ""
         var rest = Substring(text)
         while let span = Redactor.urlSpan(in: rest) {
@@ -136,7 +156,7 @@ public struct Redactor: Sendable, Hashable {
     /// The first URL in `text` (`scheme://…` up to white space, a quote or an angle bracket, without trailing
     /// sentence punctuation), or nil.
     static func urlSpan(in text: Substring) -> Range<Substring.Index>? {
-        guard let separator = text.range(of: "://") else { return nil }
+        guard let separator = schemeSeparator(in: text) else { return nil }
         var start = separator.lowerBound
         while start > text.startIndex {
             let previous = text.index(before: start)
