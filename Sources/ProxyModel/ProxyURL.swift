@@ -31,17 +31,18 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
             scheme = "https"
             rest0 = string.dropFirst(8)
         } else {
-            guard let colon = string.firstIndex(of: ":"), string[colon...].hasPrefix("://") else { return nil }
+            guard let colon = string.utf8.firstIndex(of: UInt8(ascii: ":")), string[colon...].hasPrefix("://") else { return nil }
             let named = string[..<colon].lowercased()
             guard named == "http" || named == "https" else { return nil }
             scheme = named
             rest0 = string[string.index(colon, offsetBy: 3)...]
         }
+        // Scanned as bytes (every separator is ASCII): this runs for every absolute-form request.
         var rest = rest0
-        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+        if let hash = rest.utf8.firstIndex(of: UInt8(ascii: "#")) { rest = rest[..<hash] }
+        let authorityEnd = rest.utf8.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? rest.endIndex
         var authority = rest[..<authorityEnd]
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if let at = authority.utf8.lastIndex(of: UInt8(ascii: "@")) { authority = authority[authority.utf8.index(after: at)...] }
         guard let (host, port) = ProxyURL.splitAuthority(authority, defaultPort: ProxyURL.defaultPort(for: scheme))
         else { return nil }
         let target = rest[authorityEnd...]
@@ -64,7 +65,7 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     /// for the host cannot be sidestepped by another spelling of it.
     static func canonicalHost(_ host: String) -> String {
         var host = host
-        if host.count > 1, host.hasSuffix(".") { host.removeLast() }
+        if host.utf8.count > 1, host.utf8.last == UInt8(ascii: ".") { host.removeLast() }
         guard let first = host.utf8.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "9") else { return host }
         var address = in_addr()
         guard inet_aton(host, &address) != 0 else { return host }
@@ -76,7 +77,7 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     public static func isValidHost(_ host: String, bracketed: Bool) -> Bool {
         guard !host.isEmpty, host.utf8.count <= 255 else { return false }
         if bracketed {
-            return host.contains(":") && host.utf8.allSatisfy { byte in
+            return host.utf8.contains(UInt8(ascii: ":")) && host.utf8.allSatisfy { byte in
                 byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".") || isHexDigit(byte)
             }
         }
@@ -99,17 +100,17 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
 
     private static func splitAuthorityUnchecked(_ authority: Substring, defaultPort: Int) -> (String, Int)? {
         guard !authority.isEmpty else { return nil }
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
-            let host = String(authority[authority.index(after: authority.startIndex)..<close])
-            let after = authority[authority.index(after: close)...]
+        if authority.utf8.first == UInt8(ascii: "[") {
+            guard let close = authority.utf8.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            let host = String(authority[authority.utf8.index(after: authority.startIndex)..<close])
+            let after = authority[authority.utf8.index(after: close)...]
             if after.isEmpty { return (host, defaultPort) }
             guard after.hasPrefix(":"), let port = Int(after.dropFirst()), (1...65535).contains(port) else { return nil }
             return (host, port)
         }
-        if let colon = authority.lastIndex(of: ":") {
+        if let colon = authority.utf8.lastIndex(of: UInt8(ascii: ":")) {
             let host = String(authority[..<colon])
-            guard !host.isEmpty, let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port)
+            guard !host.isEmpty, let port = Int(authority[authority.utf8.index(after: colon)...]), (1...65535).contains(port)
             else { return nil }
             return (host, port)
         }
@@ -118,9 +119,9 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
 
     /// Splits an origin-form target `/path?query` into its path and query.
     public static func splitTarget(_ target: Substring) -> (String, String?) {
-        if let question = target.firstIndex(of: "?") {
+        if let question = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
             let path = String(target[..<question])
-            return (path.isEmpty ? "/" : path, String(target[target.index(after: question)...]))
+            return (path.isEmpty ? "/" : path, String(target[target.utf8.index(after: question)...]))
         }
         return (target.isEmpty ? "/" : String(target), nil)
     }
@@ -133,7 +134,7 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
 
     /// `host` or `host:port` (port only when not the scheme's default); IPv6 hosts in brackets.
     public var authority: String {
-        let shownHost = host.contains(":") ? "[\(host)]" : host
+        let shownHost = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
         return isDefaultPort ? shownHost : "\(shownHost):\(port)"
     }
 
