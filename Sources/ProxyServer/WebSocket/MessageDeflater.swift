@@ -24,6 +24,9 @@ final class MessageDeflater {
     /// The message compressed as one `permessage-deflate` payload (sync-flushed, without its final `00 00 FF FF`);
     /// nil if zlib fails.
     func deflate(_ message: ByteBuffer) -> ByteBuffer? {
+        // zlib refuses a second flush with no new input (Z_BUF_ERROR): an empty message is the single byte 0x00
+        // (RFC 7692 §7.2.3.6), which leaves both windows as they were.
+        guard message.readableBytes > 0 else { return ByteBuffer(bytes: [0x00]) }
         var input = message
         var output = ByteBufferAllocator().buffer(capacity: compressor.maxSize(from: input))
         do {

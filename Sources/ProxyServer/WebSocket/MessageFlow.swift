@@ -90,10 +90,19 @@ struct MessageFlow {
             truncated = true
         }
         var forward: [WebSocketFrame] = []
-        if holding {
+        if holding && recompressing {
+            // Its bytes are in `payload` (it goes out as one new frame, so its frames are not kept). Once hookproxy
+            // compresses a direction nothing else may, so a message past the limit cannot go on: the session ends
+            // now, not at a last frame that may never come.
+            if truncated {
+                holding = false
+                payload.clear()
+                return Taken(forward: [], message: nil,
+                             failure: "hookproxy: a compressed \(side) message over \(MessageInflater.maxMessageBytes) bytes cannot be edited")
+            }
+        } else if holding {
             held.append(frame)
-            // (A compressed message stays held: once hookproxy compresses a direction, nothing else may.)
-            if size > MessageFlow.maxEditedMessage && !recompressing {
+            if size > MessageFlow.maxEditedMessage {
                 holding = false
                 notes.append("\(side) message over \(MessageFlow.maxEditedMessage) bytes: sent unchanged")
                 forward = held
