@@ -162,15 +162,22 @@ final class Exchange {
         perform(machine.requestEnd())
     }
 
-    /// The client's trailer fields that may go on: not the framing, routing and hop-by-hop ones (RFC 9110 §6.5.1).
+    /// The client's trailer fields that may go on: none of those RFC 9110 §6.5.1 forbids in trailers (framing,
+    /// routing, request modifiers, authentication, content metadata), which the rules' header edits never see.
     private static func forwardable(_ trailers: HTTPHeaders) -> HeaderFields? {
         var fields = HeaderFields(trailers)
         HopByHop.strip(&fields)
         fields.removeAll { field in
-            ["content-length", "host", "trailer"].contains { field.name.caseInsensitiveEquals($0) }
+            field.name.lowercased().hasPrefix("if-") || forbiddenTrailers.contains { field.name.caseInsensitiveEquals($0) }
         }
         return fields.isEmpty ? nil : fields
     }
+
+    private static let forbiddenTrailers = [
+        "content-length", "transfer-encoding", "host", "trailer", "te", "expect", "max-forwards", "range", "cache-control",
+        "pragma", "authorization", "proxy-authorization", "cookie", "set-cookie", "www-authenticate",
+        "content-type", "content-encoding", "content-range", "content-location", "content-language",
+    ]
 
     /// The client went away: stop the upstream transfer at once (unless it already had the whole response and only
     /// curl's end report is missing).
