@@ -57,7 +57,8 @@ public struct Redactor: Sendable, Hashable {
             if !logSecrets, Redactor.secretHeaders.contains(where: { field.name.caseInsensitiveEquals($0) }) {
                 return HeaderField(name: field.name, value: Redactor.mask)
             }
-            if !secrets.isEmpty, secrets.contains(field.value.trimmingSpaces()) {
+            // (Foundation's trim, as before: it also drops non-breaking spaces around a value. Only with secrets.)
+            if !secrets.isEmpty, secrets.contains(field.value.trimmingCharacters(in: .whitespaces)) {
                 return HeaderField(name: field.name, value: Redactor.mask)
             }
             if Redactor.urlHeaders.contains(where: { field.name.caseInsensitiveEquals($0) }) {

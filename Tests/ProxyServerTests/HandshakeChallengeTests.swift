@@ -26,6 +26,21 @@ struct HandshakeChallengeTests {
                 == .answer(authorization: "Basic TXVmYXNhOkNpcmNsZSBvZiBMaWZl", scheme: "basic"))
     }
 
+    @Test("spaces around '=' are parameters, not new challenges; the first Digest challenge it can answer is used")
+    func looserChallenges() {
+        guard case .answer(let spaced, "digest") = Self.decide([#"Digest realm = "x", nonce = "n1", qop = "auth""#]) else {
+            Issue.record("no answer to a challenge with spaces around '='")
+            return
+        }
+        #expect(spaced.contains(#"realm="x""#) && spaced.contains(#"nonce="n1""#), "\(spaced)")
+        let two = [#"Digest realm="a", nonce="n", algorithm=SHA-512-256"#, #"Digest realm="a", nonce="n", algorithm=MD5"#]
+        guard case .answer(let chosen, "digest") = Self.decide(two) else {
+            Issue.record("the MD5 challenge after a SHA-512-256 one was not answered")
+            return
+        }
+        #expect(chosen.contains("algorithm=MD5"), "\(chosen)")
+    }
+
     @Test("RFC 7616's MD5 example (qop auth) gives its response hash; SHA-256 is spoken too")
     func digestHashes() {
         let rfc = HandshakeChallenge.digestAnswer(

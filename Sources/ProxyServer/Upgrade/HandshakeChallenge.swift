@@ -29,10 +29,14 @@ enum HandshakeChallenge {
             return .pass(HookEvent(hook: .challenge, action: "challenge failed", detail: "the server refused the \(scheme) credential"))
         }
         let password = policy.password ?? ""
-        if allows(.digest), let digest = offered.first(where: { $0.scheme == "digest" }),
-           let value = digestAnswer(digest.parameters, username: username, password: password, request: request,
-                                    clientNonce: clientNonce) {
-            return .answer(authorization: value, scheme: "digest")
+        if allows(.digest) {
+            // The first Digest challenge it can answer (a server may offer SHA-512-256 first, then SHA-256).
+            for digest in offered where digest.scheme == "digest" {
+                if let value = digestAnswer(digest.parameters, username: username, password: password, request: request,
+                                            clientNonce: clientNonce) {
+                    return .answer(authorization: value, scheme: "digest")
+                }
+            }
         }
         if allows(.basic), offered.contains(where: { $0.scheme == "basic" }) {
             return .answer(authorization: "Basic " + Data("\(username):\(password)".utf8).base64EncodedString(), scheme: "basic")
@@ -66,7 +70,9 @@ enum HandshakeChallenge {
             if character == ",", !inQuotes {
                 let rest = value[value.index(after: index)...].drop { $0 == " " }
                 let token = rest.prefix { $0 != " " && $0 != "=" && $0 != "," }
-                if !token.isEmpty, rest.dropFirst(token.count).first == " " {
+                let after = rest.dropFirst(token.count)
+                // A scheme is a token then a space, and what follows is not `=` (`realm = "x"` is a parameter).
+                if !token.isEmpty, after.first == " ", after.drop(while: { $0 == " " }).first != "=" {
                     parts.append(value[start..<index])
                     start = rest.startIndex
                 }
@@ -86,6 +92,7 @@ enum HandshakeChallenge {
             guard let equals = text[index...].firstIndex(of: "=") else { break }
             let name = text[index..<equals].trimmingCharacters(in: .whitespaces).lowercased()
             index = text.index(after: equals)
+            while index < text.endIndex, text[index] == " " { index = text.index(after: index) }
             var value = ""
             if index < text.endIndex, text[index] == "\"" {
                 index = text.index(after: index)
