@@ -194,22 +194,7 @@ struct ChallengeHookTests {
         let ca = TestCA.shared
         try await withOrigin(tls: ca.identity([ca.leaf, ca.intermediate]), clientCA: ca.clientCA) { origin in
             let directory = try TemporaryDirectory()
-            let root = try directory.writePEM([ca.root], to: "root.pem")
-            let cert = try directory.writePEM([ca.client], to: "client.pem")
-            let key = try directory.writeKey(ca.client, to: "client.key")
-            let store = try Hooks.store(directory, """
-                rules:
-                  - name: with-cert
-                    match: { host: c.test }
-                    map_remote: { to: "https://localhost:\(origin.port)" }
-                    trust: { ca_file: "\(root)" }
-                    on_challenge: { client_certificate: { cert: "\(cert)", key: "\(key)" } }
-                  - name: without-cert
-                    match: { host: n.test }
-                    map_remote: { to: "https://localhost:\(origin.port)" }
-                    trust: { ca_file: "\(root)" }
-
-                """)
+            let store = try Hooks.clientCertificateRules(in: directory, port: origin.port)
             try await withHookProxy(rules: store) { proxy in
                 let response = try await Hooks.curl(proxy, "http://c.test/head-test")
                 #expect(response.status == 200, "\(response.bodyText)")

@@ -215,3 +215,28 @@ func withInterceptingProxy<T>(extraRules: String = "", _ configure: (inout Proxy
         try await body(proxy, try proxy.server.certificateAuthority().certificatePath)
     }
 }
+
+extension Hooks {
+    /// Rules for a TLS server on `localhost:PORT` that asks for a client certificate (the test CA's client
+    /// certificate): `c.test` maps there with `on_challenge.client_certificate`, `n.test` maps there without one;
+    /// both trust the test root. The files go in `directory`, which the caller keeps for the test's length.
+    static func clientCertificateRules(in directory: TemporaryDirectory, port: Int) throws -> RuleStore {
+        let ca = TestCA.shared
+        let root = try directory.writePEM([ca.root], to: "root.pem")
+        let cert = try directory.writePEM([ca.client], to: "client.pem")
+        let key = try directory.writeKey(ca.client, to: "client.key")
+        return try store(directory, """
+            rules:
+              - name: with-cert
+                match: { host: c.test }
+                map_remote: { to: "https://localhost:\(port)" }
+                trust: { ca_file: "\(root)" }
+                on_challenge: { client_certificate: { cert: "\(cert)", key: "\(key)" } }
+              - name: without-cert
+                match: { host: n.test }
+                map_remote: { to: "https://localhost:\(port)" }
+                trust: { ca_file: "\(root)" }
+
+            """)
+    }
+}

@@ -93,22 +93,7 @@ struct WebSocketChallengeTests {
         let ca = TestCA.shared
         try await TestWebSocketServer.with(tls: ca.identity([ca.leaf, ca.intermediate]), clientCA: ca.clientCA) { server in
             let directory = try TemporaryDirectory()
-            let root = try directory.writePEM([ca.root], to: "root.pem")
-            let cert = try directory.writePEM([ca.client], to: "client.pem")
-            let key = try directory.writeKey(ca.client, to: "client.key")
-            let store = try Hooks.store(directory, """
-                rules:
-                  - name: with-cert
-                    match: { host: c.test }
-                    map_remote: { to: "https://localhost:\(server.port)" }
-                    trust: { ca_file: "\(root)" }
-                    on_challenge: { client_certificate: { cert: "\(cert)", key: "\(key)" } }
-                  - name: without-cert
-                    match: { host: n.test }
-                    map_remote: { to: "https://localhost:\(server.port)" }
-                    trust: { ca_file: "\(root)" }
-
-                """)
+            let store = try Hooks.clientCertificateRules(in: directory, port: server.port)
             try await withHookProxy(rules: store) { proxy in
                 for (host, expected) in [("c.test", 101), ("n.test", 502)] {
                     let client = try await RawClient.connect(port: proxy.port)
