@@ -112,7 +112,6 @@ struct MessageFlow {
             forward = [frame]
         }
         guard frame.fin else { return Taken(forward: forward, message: nil) }
-        let whole = !truncated
         var inflated: ByteBuffer?
         if compressed {
             inflated = inflater?.inflate(payload)
@@ -126,7 +125,7 @@ struct MessageFlow {
                 payload = edited(payload)
                 size = payload.readableBytes
                 forward = [WebSocketFrame(fin: true, opcode: .text, data: payload)]
-            } else if whole, var plain = inflated {
+            } else if var plain = inflated {  // (a truncated message failed above, at its limit)
                 if opcode == .text && plain.readableBytes <= MessageFlow.maxEditedMessage {
                     plain = edited(plain)
                     inflated = plain
@@ -139,7 +138,7 @@ struct MessageFlow {
                     failure = "hookproxy: cannot compress a \(side) message again"
                 }
             } else {
-                failure = "hookproxy: cannot inflate a compressed \(side) message to edit it (over \(MessageInflater.maxMessageBytes) bytes, or corrupt)"
+                failure = "hookproxy: cannot inflate a compressed \(side) message to edit it (corrupt, or over \(MessageInflater.maxMessageBytes) bytes inflated)"
             }
         }
         let logged = inflated ?? payload
