@@ -52,6 +52,8 @@ let package = Package(
         .target(name: "ProxyUpstream", dependencies: [
             "ProxyModel", "CCurl", "COpenSSL", "CEpoll",
             .product(name: "NIOCore", package: "swift-nio"),
+            // NIOPosix: a handed-over connection without curl's TLS is carried on a channel of its loop.
+            .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "ProxyServer", dependencies: [

@@ -33,6 +33,15 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     var host: String { request.head.url.authority }
+
+    /// Whether curl speaks TLS on the connection: to the server (https, wss) or to an https upstream proxy. Only a
+    /// connection without it can be handed to NIO (OpenSSL's session state lives in curl).
+    var hasTLS: Bool {
+        let scheme = request.head.url.scheme
+        if scheme == "https" || scheme == "wss" { return true }
+        guard let proxy = request.settings.upstreamProxy, !proxy.isEmpty else { return false }
+        return proxy.lowercased().hasPrefix("https://")
+    }
 }
 
 /// Where a transfer is in its life (its loop only).

@@ -261,8 +261,21 @@ final class LoopEngine: @unchecked Sendable {
         // curl no longer watches it (the transfer is done); if it still did, the connection's readiness wins.
         let connection = UpstreamConnection(engine: self, easy: easy, owner: transfer, socket: socket, delegate: delegate)
         handedOver[socket] = connection
+        guard !transfer.hasTLS else { return startRelay(connection, delegate: delegate, outcome: outcome) }
+        UpstreamChannelHandler.open(socket, on: loop, for: connection) { [self] handler in
+            // Stopped, or already released (shutdown) while the channel was set up: nothing to start.
+            guard !stopped, handedOver[socket] === connection else {
+                handler?.close()
+                return
+            }
+            if let handler { connection.carry(on: handler) }  // else curl carries it (no descriptor to spare)
+            startRelay(connection, delegate: delegate, outcome: outcome)
+        }
+    }
+
+    private func startRelay(_ connection: UpstreamConnection, delegate: any UpstreamConnectionDelegate, outcome: UpstreamOutcome) {
         delegate.upstreamConnected(connection, outcome)
-        if connection.isOpen { connection.ready(events: 0, readable: true, writable: false) }
+        if connection.isOpen { connection.startReading() }
     }
 
     /// Watches a handed-over connection's socket once for `events`.

@@ -23,9 +23,12 @@ public protocol UpstreamConnectionDelegate: AnyObject {
 }
 
 /// A connection to the server that curl made (DNS, `--upstream-proxy` tunnel, TLS with `trust`) and then handed
-/// over: bytes go out with `curl_easy_send` and come in with `curl_easy_recv`, when the socket watcher says the
-/// socket is ready, on the loop that asked for it. For the bytes of an upgraded protocol (WebSocket, others), which
-/// curl 7.88 cannot carry as a transfer.
+/// over, for the bytes of an upgraded protocol (WebSocket, others), which curl 7.88 cannot carry as a transfer.
+/// Two carriers, both on the loop that asked for it:
+/// - curl's TLS on it: bytes go out with `curl_easy_send` and come in with `curl_easy_recv`, when the socket
+///   watcher says the socket is ready (OpenSSL's session lives in curl);
+/// - no TLS in curl: a NIO channel on a duplicate of the socket (`UpstreamChannelHandler`), so readiness comes from
+///   the loop's own selector, with no hop through the watcher thread.
 ///
 /// Loop-bound: every method must be called on its event loop.
 public final class UpstreamConnection {
@@ -45,6 +48,8 @@ public final class UpstreamConnection {
     private var armed = false
     private var armedEvents: UInt32 = 0
     private var scratch: ByteBuffer
+    /// The NIO carrier, when there is one (see the type's comment).
+    private var channel: UpstreamChannelHandler?
     static let readSize = 64 * 1024
 
     init(engine: LoopEngine, easy: CurlEasy, owner: CurlTransfer, socket: Int32, delegate: any UpstreamConnectionDelegate) {
@@ -59,12 +64,24 @@ public final class UpstreamConnection {
 
     public var isOpen: Bool { easy != nil }
 
+    /// Whether a NIO channel carries the bytes (else curl does).
+    var isCarriedByChannel: Bool { channel != nil }
+
+    /// Carries the bytes on `handler`'s channel from now on (before any byte was sent or received).
+    func carry(on handler: UpstreamChannelHandler) {
+        channel = handler
+    }
+
     /// Queues `bytes` for the server and sends what the socket takes now. Returns the bytes still waiting (call
     /// `upstreamWritable` tells when they are gone).
     @discardableResult
     public func write(_ bytes: ByteBuffer) -> Int {
         loop.preconditionInEventLoop()
         guard isOpen, bytes.readableBytes > 0 else { return bufferedBytes }
+        if let channel {
+            bufferedBytes = channel.write(bytes)
+            return bufferedBytes
+        }
         pending.append(bytes)
         bufferedBytes += bytes.readableBytes
         sendPending()
@@ -76,7 +93,13 @@ public final class UpstreamConnection {
         loop.preconditionInEventLoop()
         guard isOpen, on != reading else { return }
         reading = on
-        if on { receive() } else { arm() }
+        if let channel {
+            channel.setReading(on)
+        } else if on {
+            receive()
+        } else {
+            arm()
+        }
     }
 
     /// Closes the connection at once (queued bytes are dropped); the delegate hears nothing more.
@@ -87,9 +110,18 @@ public final class UpstreamConnection {
 
     // MARK: - readiness (loop, from the engine)
 
+    /// Starts reading (unless the delegate already held it): the first read of a new connection.
+    func startReading() {
+        if let channel {
+            channel.requestRead()
+        } else {
+            ready(events: 0, readable: true, writable: false)
+        }
+    }
+
     func ready(events: UInt32, readable: Bool, writable: Bool) {
         armed = false
-        guard isOpen else { return }
+        guard isOpen, channel == nil else { return }
         if writable || !pending.isEmpty { sendPending() }
         guard isOpen else { return }
         if readable && reading { receive() } else { arm() }
@@ -173,12 +205,36 @@ public final class UpstreamConnection {
         delegate?.upstreamClosed(ProxyError(.upstreamClosed, "hookproxy: upstream connection failed \(what) the server: \(reason)"))
     }
 
+    // MARK: - the NIO carrier (loop, from its handler)
+
+    func channelReceived(_ bytes: ByteBuffer) {
+        guard isOpen else { return }
+        delegate?.upstreamReceived(bytes)
+    }
+
+    func channelWritable() {
+        guard isOpen, bufferedBytes > 0 else { return }
+        bufferedBytes = channel?.bufferedBytes ?? 0
+        delegate?.upstreamWritable()
+    }
+
+    /// The channel closed: the server closed its side (nil) or the connection failed (why).
+    func channelClosed(_ failure: String?) {
+        guard isOpen else { return }
+        let delegate = self.delegate
+        finish()
+        let error = failure.map { ProxyError(.upstreamClosed, "hookproxy: upstream connection failed: \($0)") }
+        delegate?.upstreamClosed(error)
+    }
+
     /// Frees curl's handle (which closes the connection) and stops watching the socket, then lets go of the transfer
     /// whose memory the handle pointed into (not before: `curl_easy_cleanup` may still write there). Once.
     func finish() {
         guard isOpen else { return }
         pending.removeAll()
         bufferedBytes = 0
+        channel?.close()  // its descriptor first: the socket closes with curl's, below
+        channel = nil
         withExtendedLifetime(owner) {
             engine.release(self, easy: easy!)
             easy = nil  // the last reference: curl_easy_cleanup, while the transfer is still alive

@@ -1,0 +1,188 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import ProxyModel
+import ProxyTestSupport
+@testable import ProxyUpstream
+import Synchronization
+import Testing
+
+/// Handed-over connections (`UpstreamEngine.connect`, the bytes of a WebSocket or another upgrade): one that curl
+/// made without TLS is carried by a NIO channel on its own loop (no hop through the socket watcher thread), with the
+/// same contract as the curl carrier — every byte both ways, backpressure, and the server's close reported once.
+@Suite(.timeLimit(.minutes(2)))
+struct UpstreamConnectionTests {
+    /// Hears one connection's callbacks on its loop and lets the test read them.
+    final class ConnectionRecorder: UpstreamConnectionDelegate, @unchecked Sendable {
+        struct State {
+            var connection: NIOLoopBound<UpstreamConnection>?
+            var connectFailure: ProxyError?
+            var received: [UInt8] = []
+            var closed: ProxyError?? = .none
+            var offLoopCalls = 0
+        }
+
+        let loop: any EventLoop
+        let state = Mutex(State())
+        /// Called on the loop with the connection once connected (e.g. to hold reading at once).
+        let onConnected: (UpstreamConnection) -> Void
+
+        init(loop: any EventLoop, onConnected: @escaping (UpstreamConnection) -> Void = { _ in }) {
+            self.loop = loop
+            self.onConnected = onConnected
+        }
+
+        private func check() {
+            if !loop.inEventLoop { state.withLock { $0.offLoopCalls += 1 } }
+        }
+
+        func upstreamConnected(_ connection: UpstreamConnection, _ outcome: UpstreamOutcome) {
+            check()
+            let bound = NIOLoopBound(connection, eventLoop: loop)
+            state.withLock { $0.connection = bound }
+            onConnected(connection)
+        }
+
+        func upstreamConnectFailed(_ outcome: UpstreamOutcome) {
+            check()
+            state.withLock { $0.connectFailure = outcome.error }
+        }
+
+        func upstreamReceived(_ bytes: ByteBuffer) {
+            check()
+            state.withLock { $0.received.append(contentsOf: bytes.readableBytesView) }
+        }
+
+        func upstreamWritable() { check() }
+
+        func upstreamClosed(_ error: ProxyError?) {
+            check()
+            state.withLock { $0.closed = .some(error) }
+        }
+
+        /// The connection, usable on the loop only.
+        var connection: NIOLoopBound<UpstreamConnection>? { state.withLock { $0.connection } }
+        var receivedCount: Int { state.withLock { $0.received.count } }
+    }
+
+    /// Echoes every byte; or, with `blast`, sends that many bytes at once and closes.
+    final class ServerHandler: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let blast: Int?
+
+        init(blast: Int?) { self.blast = blast }
+
+        func channelActive(context: ChannelHandlerContext) {
+            guard let blast else { return }
+            let bytes = ByteBuffer(bytes: (0..<blast).map { UInt8($0 % 253) })
+            context.writeAndFlush(wrapOutboundOut(bytes)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            context.writeAndFlush(data, promise: nil)
+        }
+    }
+
+    static func server(group: any EventLoopGroup, blast: Int? = nil) async throws -> any Channel {
+        try await ServerBootstrap(group: group)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(ServerHandler(blast: blast)) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    static func connect(_ engine: UpstreamEngine, to server: any Channel, on loop: any EventLoop,
+                        recorder: ConnectionRecorder) throws {
+        let port = try #require(server.localAddress?.port)
+        let head = RequestHead(method: "GET", url: try #require(ProxyURL(string: "http://127.0.0.1:\(port)/")))
+        _ = engine.connect(UpstreamRequest(head: head, body: .none, settings: UpstreamSettings()), delegate: recorder, on: loop)
+    }
+
+    @Test func aPlainConnectionIsCarriedOnItsLoopAndEchoesEveryByte() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let server = try await Self.server(group: group)
+        let engine = UpstreamEngine()
+        let loop = group.next()
+        let recorder = ConnectionRecorder(loop: loop)
+        try Self.connect(engine, to: server, on: loop, recorder: recorder)
+        try await eventually { recorder.connection != nil }
+        let connection = try #require(recorder.connection)
+        #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
+
+        // 3 MiB in 64 KiB writes, echoed back whole and in order.
+        let payload = (0..<(3 << 20)).map { UInt8(($0 * 7) % 251) }
+        try await loop.submit {
+            for start in stride(from: 0, to: payload.count, by: 65536) {
+                connection.value.write(ByteBuffer(bytes: payload[start..<min(start + 65536, payload.count)]))
+            }
+        }.get()
+        try await eventually(timeout: .seconds(20)) { recorder.receivedCount >= payload.count }
+        #expect(recorder.state.withLock { $0.received } == payload)
+        #expect(recorder.state.withLock { $0.offLoopCalls } == 0)
+
+        try await loop.submit { connection.value.close() }.get()
+        await engine.shutdown()
+        try await server.close()
+        try await group.shutdownGracefully()
+    }
+
+    @Test func holdingReadsHoldsTheServerBackAndResumingDeliversEveryByteThenTheClose() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let size = 8 << 20
+        let server = try await Self.server(group: group, blast: size)
+        let engine = UpstreamEngine()
+        let loop = group.next()
+        let recorder = ConnectionRecorder(loop: loop) { $0.setReading(false) }
+        try Self.connect(engine, to: server, on: loop, recorder: recorder)
+        try await eventually { recorder.connection != nil }
+        let connection = try #require(recorder.connection)
+        #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
+
+        try await Task.sleep(for: .milliseconds(300))
+        // Held: at most what one read takes, nothing like the 8 MiB the server wants to send.
+        #expect(recorder.receivedCount < 1 << 20)
+        #expect(recorder.state.withLock { $0.closed } == nil)
+
+        try await loop.submit { connection.value.setReading(true) }.get()
+        try await eventually(timeout: .seconds(20)) { recorder.state.withLock { $0.closed } != nil }
+        let state = recorder.state.withLock { $0 }
+        #expect(state.received.count == size)
+        #expect(state.received == (0..<size).map { UInt8($0 % 253) })
+        #expect(state.closed == .some(nil), "the server's close is reported once, without an error")
+        #expect(state.offLoopCalls == 0)
+
+        await engine.shutdown()
+        try await server.close()
+        try await group.shutdownGracefully()
+    }
+
+    @Test func shuttingTheEngineDownClosesACarriedConnectionAndSaysSo() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let server = try await Self.server(group: group)
+        let engine = UpstreamEngine()
+        let loop = group.next()
+        let recorder = ConnectionRecorder(loop: loop)
+        try Self.connect(engine, to: server, on: loop, recorder: recorder)
+        try await eventually { recorder.connection != nil }
+        await engine.shutdown()
+        let closed = try #require(recorder.state.withLock { $0.closed })
+        #expect(closed?.message.contains("shutting down") == true)
+        #expect(try await loop.submit { recorder.connection?.value.isOpen }.get() == false)
+        try await server.close()
+        try await group.shutdownGracefully()
+    }
+
+    @Test func curlKeepsTheConnectionsItSpeaksTLSOn() {
+        func transfer(_ url: String, proxy: String? = nil) -> CurlTransfer {
+            let head = RequestHead(method: "GET", url: ProxyURL(string: url)!)
+            let request = UpstreamRequest(head: head, body: .none, settings: UpstreamSettings(upstreamProxy: proxy))
+            return CurlTransfer(id: 1, request: request, delegate: ConnectOnlyDelegate(ConnectionRecorder(loop: MultiThreadedEventLoopGroup.singleton.next())))
+        }
+        #expect(!transfer("http://example.test/").hasTLS)
+        #expect(!transfer("http://example.test/", proxy: "http://proxy.test:3128").hasTLS)
+        #expect(!transfer("http://example.test/", proxy: "socks5h://proxy.test:1080").hasTLS)
+        #expect(transfer("https://example.test/").hasTLS)
+        #expect(transfer("http://example.test/", proxy: "HTTPS://proxy.test:443").hasTLS)
+    }
+}
