@@ -9,6 +9,8 @@ extension FlowStore {
         var head = 0
         var weights: [Int: Int] = [:]
         var bytes = 0
+        /// Where finished flows are packed (pending ones, replaced later, each get their own).
+        var segments = FlowSegments()
         /// The change log: `changes[i]` is change number `changeBase + i`.
         var changes: [Change] = []
         var changeBase = 0

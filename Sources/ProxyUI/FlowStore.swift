@@ -22,12 +22,19 @@ public final class FlowStore: FlowRecorder, Sendable {
         }
     }
 
-    /// One flow as the API shows it.
+    /// One flow as the API shows it. Kept packed (`PackedFlow`); `record` unpacks it, so read it once per use.
     public struct Flow: Sendable {
-        public var record: FlowRecord
+        public let id: Int
         public var done: Bool
-        public var id: Int { record.id }
+        let packed: PackedFlow
+        public var record: FlowRecord { packed.record }
         public var state: String { done ? "done" : "pending" }
+
+        init(id: Int, done: Bool, packed: PackedFlow) {
+            self.id = id
+            self.done = done
+            self.packed = packed
+        }
     }
 
     /// What happened since a watcher's cursor.
@@ -71,8 +78,10 @@ public final class FlowStore: FlowRecorder, Sendable {
 
     private func update(_ flow: FlowRecord, done: Bool) {
         let weight = FlowStore.weight(of: flow)
+        let bytes = PackedFlow.pack(flow)  // outside the lock; only the copy into a segment is inside
         let (watchers, evicted) = state.withLock { state -> ([Watcher], [Flow]) in
-            let evicted = state.put(Flow(record: flow, done: done), weight: weight, limits: limits)
+            let packed = done ? state.segments.store(bytes) : FlowSegments.alone(bytes)
+            let evicted = state.put(Flow(id: flow.id, done: done, packed: packed), weight: weight, limits: limits)
             return (state.watchers.isEmpty ? [] : Array(state.watchers.values), evicted)
         }
         withExtendedLifetime(evicted) {}  // released here, with the lock free
@@ -111,6 +120,7 @@ public final class FlowStore: FlowRecorder, Sendable {
             state.order.removeAll()
             state.head = 0
             state.weights.removeAll()
+            state.segments.removeAll()
             state.bytes = 0
             state.log(.cleared)
             return (count, Array(state.watchers.values))

@@ -1,0 +1,101 @@
+import Foundation
+
+/// Appends values to one byte array in a fixed binary layout: integers and doubles as 8 little-endian bytes,
+/// strings and byte arrays as a length and their bytes, optionals behind a presence byte. `PackedReader` reads them
+/// back in the same order. Nothing is self-describing: writer and reader must agree field by field.
+struct PackedWriter {
+    private(set) var bytes: [UInt8] = []
+
+    init(capacity: Int) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    mutating func int(_ value: Int) {
+        withUnsafeBytes(of: Int64(value).littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func double(_ value: Double) {
+        withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func bool(_ value: Bool) {
+        bytes.append(value ? 1 : 0)
+    }
+
+    mutating func string(_ value: String) {
+        var value = value
+        value.withUTF8 { utf8 in
+            int(utf8.count)
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    mutating func raw(_ value: [UInt8]) {
+        int(value.count)
+        bytes.append(contentsOf: value)
+    }
+
+    /// A presence byte, then the value if there is one.
+    mutating func optional<T>(_ value: T?, _ write: (inout PackedWriter, T) -> Void) {
+        bool(value != nil)
+        if let value { write(&self, value) }
+    }
+
+    mutating func array<T>(_ values: [T], _ write: (inout PackedWriter, T) -> Void) {
+        int(values.count)
+        for value in values { write(&self, value) }
+    }
+}
+
+/// Reads what a `PackedWriter` wrote, in the same order. The bytes come from this process's own writer, so a
+/// short or malformed buffer is a programming error: it traps rather than returning a half-read value.
+/// The bytes must stay alive and unchanged while it reads (`FlowSegment` keeps them so).
+struct PackedReader {
+    private let bytes: UnsafeRawBufferPointer
+    private var offset = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+    }
+
+    private mutating func take(_ count: Int) -> UnsafeRawBufferPointer {
+        precondition(count >= 0 && offset + count <= bytes.count, "packed flow: read past the end")
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+
+    mutating func int() -> Int {
+        Int(Int64(littleEndian: take(8).loadUnaligned(as: Int64.self)))
+    }
+
+    mutating func double() -> Double {
+        Double(bitPattern: UInt64(bitPattern: Int64(int())))
+    }
+
+    mutating func bool() -> Bool {
+        take(1)[0] != 0
+    }
+
+    mutating func string() -> String {
+        String(decoding: take(int()), as: UTF8.self)
+    }
+
+    mutating func raw() -> [UInt8] {
+        Array(take(int()))
+    }
+
+    mutating func optional<T>(_ read: (inout PackedReader) -> T) -> T? {
+        bool() ? read(&self) : nil
+    }
+
+    mutating func array<T>(_ read: (inout PackedReader) -> T) -> [T] {
+        let count = int()
+        precondition(count >= 0 && count <= bytes.count - offset, "packed flow: bad count")
+        var values: [T] = []
+        values.reserveCapacity(count)
+        for _ in 0..<count { values.append(read(&self)) }
+        return values
+    }
+
+    var isAtEnd: Bool { offset == bytes.count }
+}
