@@ -78,9 +78,9 @@ public final class FlowStore: FlowRecorder, Sendable {
 
     private func update(_ flow: FlowRecord, done: Bool) {
         let weight = FlowStore.weight(of: flow)
-        let bytes = PackedFlow.pack(flow)  // outside the lock; only the copy into a segment is inside
+        let writer = PackedFlow.pack(flow)  // outside the lock; only the copy into a segment is inside
         let (watchers, evicted) = state.withLock { state -> ([Watcher], [Flow]) in
-            let packed = done ? state.segments.store(bytes) : FlowSegments.alone(bytes)
+            let packed = done ? state.segments.store(writer.bytes) : FlowSegments.alone(writer.bytes)
             let evicted = state.put(Flow(id: flow.id, done: done, packed: packed), weight: weight, limits: limits)
             return (state.watchers.isEmpty ? [] : Array(state.watchers.values), evicted)
         }

@@ -1,38 +1,63 @@
-import Foundation
-
-/// Appends values to one byte array in a fixed binary layout: integers and doubles as 8 little-endian bytes,
+/// Appends values to one buffer in a fixed binary layout: integers and doubles as 8 little-endian bytes,
 /// strings and byte arrays as a length and their bytes, optionals behind a presence byte. `PackedReader` reads them
 /// back in the same order. Nothing is self-describing: writer and reader must agree field by field.
-struct PackedWriter {
-    private(set) var bytes: [UInt8] = []
+/// Writes go straight to raw memory (no `Array` growth checks per byte); the buffer is freed with the writer.
+struct PackedWriter: ~Copyable {
+    private var base: UnsafeMutableRawPointer
+    private var capacity: Int
+    private(set) var count = 0
 
     init(capacity: Int) {
-        bytes.reserveCapacity(capacity)
+        self.capacity = max(64, capacity)
+        base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 16)
+    }
+
+    deinit { base.deallocate() }
+
+    /// The bytes written so far, valid until the writer's next write or its end.
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    private mutating func reserve(_ extra: Int) {
+        guard count + extra > capacity else { return }
+        let grown = max(capacity * 2, count + extra)
+        let moved = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 16)
+        moved.copyMemory(from: base, byteCount: count)
+        base.deallocate()
+        base = moved
+        capacity = grown
     }
 
     mutating func int(_ value: Int) {
-        withUnsafeBytes(of: Int64(value).littleEndian) { bytes.append(contentsOf: $0) }
+        reserve(8)
+        base.storeBytes(of: Int64(value).littleEndian, toByteOffset: count, as: Int64.self)
+        count += 8
     }
 
     mutating func double(_ value: Double) {
-        withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+        int(Int(Int64(bitPattern: value.bitPattern)))
     }
 
     mutating func bool(_ value: Bool) {
-        bytes.append(value ? 1 : 0)
+        reserve(1)
+        base.storeBytes(of: value ? 1 : 0, toByteOffset: count, as: UInt8.self)
+        count += 1
+    }
+
+    private mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        int(bytes.count)
+        guard let source = bytes.baseAddress, bytes.count > 0 else { return }
+        reserve(bytes.count)
+        (base + count).copyMemory(from: source, byteCount: bytes.count)
+        count += bytes.count
     }
 
     mutating func string(_ value: String) {
         var value = value
-        value.withUTF8 { utf8 in
-            int(utf8.count)
-            bytes.append(contentsOf: utf8)
-        }
+        value.withUTF8 { append(UnsafeRawBufferPointer($0)) }
     }
 
     mutating func raw(_ value: [UInt8]) {
-        int(value.count)
-        bytes.append(contentsOf: value)
+        value.withUnsafeBytes { append($0) }
     }
 
     /// A presence byte, then the value if there is one.

@@ -11,11 +11,11 @@ struct PackedFlow: Sendable {
     let offset: Int
     let count: Int
 
-    /// The record's bytes, to be stored (`FlowSegments.store`).
-    static func pack(_ record: FlowRecord) -> [UInt8] {
+    /// The record's bytes, to be stored (`FlowSegments.store`) before the writer ends.
+    static func pack(_ record: FlowRecord) -> PackedWriter {
         var writer = PackedWriter(capacity: PackedFlow.estimatedSize(of: record))
         writer.flowRecord(record)
-        return writer.bytes
+        return writer
     }
 
     var record: FlowRecord {
@@ -64,7 +64,7 @@ final class FlowSegment: @unchecked Sendable {
 struct FlowSegments {
     private var current: FlowSegment?
 
-    mutating func store(_ bytes: [UInt8]) -> PackedFlow {
+    mutating func store(_ bytes: UnsafeRawBufferPointer) -> PackedFlow {
         let count = bytes.count
         let segment: FlowSegment
         if let current, current.capacity - current.used >= count {
@@ -74,14 +74,14 @@ struct FlowSegments {
             current = segment
         }
         let offset = segment.used
-        bytes.withUnsafeBytes { (segment.base + offset).copyMemory(from: $0.baseAddress!, byteCount: count) }
+        if let source = bytes.baseAddress { (segment.base + offset).copyMemory(from: source, byteCount: count) }
         segment.used += count
         return PackedFlow(segment: segment, offset: offset, count: count)
     }
 
     /// A flow that will be replaced (a pending one): a segment of its own, so that it pins no shared one while it
     /// stays pending (an open WebSocket may for hours).
-    static func alone(_ bytes: [UInt8]) -> PackedFlow {
+    static func alone(_ bytes: UnsafeRawBufferPointer) -> PackedFlow {
         var own = FlowSegments()
         own.current = FlowSegment(capacity: bytes.count)
         return own.store(bytes)
