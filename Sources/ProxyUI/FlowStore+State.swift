@@ -14,6 +14,9 @@ extension FlowStore {
         /// The change log: `changes[i]` is change number `changeBase + i`.
         var changes: [Change] = []
         var changeBase = 0
+        /// Each kept flow's latest change number: a watcher reads a flow at its latest change only, so a flow that
+        /// started and ended since the watcher's cursor is one event (as it is now), however far apart the two are.
+        var latestChange: [Int: Int] = [:]
         let changeLogLimit: Int
         var watchers: [Int: Watcher] = [:]
         var nextToken = 0
@@ -38,6 +41,7 @@ extension FlowStore {
                 head += 1
                 if let gone = flows.removeValue(forKey: oldest) {
                     bytes -= weights.removeValue(forKey: oldest) ?? 0
+                    latestChange.removeValue(forKey: oldest)
                     evicted.append(gone)
                 }
             }
@@ -49,6 +53,7 @@ extension FlowStore {
         }
 
         mutating func log(_ change: Change) {
+            if case .flow(let id) = change { latestChange[id] = changeBase + changes.count }
             changes.append(change)
             if changes.count > changeLogLimit * 2 {
                 let drop = changes.count - changeLogLimit

@@ -30,8 +30,8 @@ public final class FlowStore: FlowRecorder, Sendable {
         public var record: FlowRecord { packed.record }
         public var state: String { done ? "done" : "pending" }
 
-        init(id: Int, done: Bool, packed: PackedFlow) {
-            self.id = id
+        init(record: FlowRecord, done: Bool, packed: PackedFlow) {
+            self.id = record.id
             self.done = done
             self.packed = packed
         }
@@ -81,7 +81,7 @@ public final class FlowStore: FlowRecorder, Sendable {
         let writer = PackedFlow.pack(flow)  // outside the lock; only the copy into a segment is inside
         let (watchers, evicted) = state.withLock { state -> ([Watcher], [Flow]) in
             let packed = done ? state.segments.store(writer.bytes) : FlowSegments.alone(writer.bytes)
-            let evicted = state.put(Flow(id: flow.id, done: done, packed: packed), weight: weight, limits: limits)
+            let evicted = state.put(Flow(record: flow, done: done, packed: packed), weight: weight, limits: limits)
             return (state.watchers.isEmpty ? [] : Array(state.watchers.values), evicted)
         }
         withExtendedLifetime(evicted) {}  // released here, with the lock free
@@ -120,6 +120,7 @@ public final class FlowStore: FlowRecorder, Sendable {
             state.order.removeAll()
             state.head = 0
             state.weights.removeAll()
+            state.latestChange.removeAll()
             state.segments.removeAll()
             state.bytes = 0
             state.log(.cleared)
@@ -167,17 +168,17 @@ public final class FlowStore: FlowRecorder, Sendable {
 
     public var watcherCount: Int { state.withLock { $0.watchers.count } }
 
-    /// The changes after `cursor` (at most `limit`, repeated flows given once) and the cursor after them.
+    /// The changes after `cursor` (at most `limit` of the log's entries) and the cursor after them. A flow is given
+    /// only at its latest change (never twice, and not at all once evicted): its state when read is its latest.
     public func changes(since cursor: Int, limit: Int = 256) -> (changes: [Change], cursor: Int) {
         state.withLock { state in
             let end = state.changeBase + state.changes.count
             if cursor < state.changeBase { return ([.reset], end) }
             let upper = min(end, cursor + limit)
-            var seen = Set<Int>()
             var result: [Change] = []
             for index in cursor..<upper {
                 let change = state.changes[index - state.changeBase]
-                if case .flow(let id) = change, !seen.insert(id).inserted { continue }
+                if case .flow(let id) = change, state.latestChange[id] != index { continue }
                 result.append(change)
             }
             return (result, upper)

@@ -63,6 +63,8 @@ import Testing
             channel.embeddedEventLoop.run()
             #expect(try H.drain(channel).isEmpty, "changes wait for others for a moment")
             channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
+            #expect(try H.drain(channel).isEmpty, "a flow first seen pending waits one more interval (it may end)")
+            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
             let event = String(decoding: try H.drain(channel), as: UTF8.self)
             #expect(event.contains(#"event: flow"#))
             #expect(event.contains(#"data: {"state":"pending","id":9,"#))
@@ -110,6 +112,34 @@ import Testing
             let text = String(decoding: try H.drain(channel), as: UTF8.self)
             #expect(text.components(separatedBy: "event: flow").count == 2, "\(text)")
             #expect(text.contains(#"data: {"state":"done","id":4,"#))
+        }
+    }
+
+    @Test("an exchange that ends in the interval after its start is one event too; one still pending then is two")
+    func deferredPending() async throws {
+        try await Self.withViewer { context, viewer, _ in
+            let channel = try H.makeChannel(context)
+            defer { H.finish(channel) }
+            try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
+            _ = try H.drain(channel)
+            let url = ProxyURL(string: "http://example.test/x")!
+            let quick = FlowRecord(id: 5, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description)
+            let slow = FlowRecord(id: 6, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description)
+            viewer.store.started(quick)
+            viewer.store.started(slow)
+            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
+            #expect(try H.drain(channel).isEmpty)
+            viewer.store.record(quick)
+            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
+            let second = String(decoding: try H.drain(channel), as: UTF8.self)
+            #expect(second.components(separatedBy: "event: flow").count == 3, "\(second)")
+            #expect(second.contains(#"data: {"state":"pending","id":6,"#))
+            #expect(second.contains(#"data: {"state":"done","id":5,"#))
+            viewer.store.record(slow)
+            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
+            let third = String(decoding: try H.drain(channel), as: UTF8.self)
+            #expect(third.components(separatedBy: "event: flow").count == 2, "\(third)")
+            #expect(third.contains(#"data: {"state":"done","id":6,"#))
         }
     }
 

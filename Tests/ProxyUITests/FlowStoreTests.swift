@@ -59,6 +59,34 @@ struct FlowStoreTests {
         #expect(store.bytes == 0)
     }
 
+    @Test("a flow that started and ended since the cursor is read once, at its end, even across reads")
+    func latestChangeOnly() throws {
+        let store = FlowStore(limits: .init(maxFlows: 3))
+        let (_, cursor) = try #require(store.watch(.init(changed: {}, closed: {})))
+        store.started(makeRecord(id: 1, status: nil))
+        store.started(makeRecord(id: 2, status: nil))
+        store.record(makeRecord(id: 2))
+        store.record(makeRecord(id: 1))
+        // Two log entries per read: 1 started, 2 started | 2 done, 1 done.
+        let first = store.changes(since: cursor, limit: 2)
+        #expect(first.changes.isEmpty, "both flows changed again later: neither is read at its start")
+        let second = store.changes(since: first.cursor, limit: 2)
+        #expect(second.changes == [.flow(2), .flow(1)])
+        #expect(store.flow(id: 1)?.state == "done")
+        // Still pending when read: read as pending, and again when it ends.
+        store.started(makeRecord(id: 3, status: nil))
+        let pending = store.changes(since: second.cursor)
+        #expect(pending.changes == [.flow(3)] && store.flow(id: 3)?.state == "pending")
+        store.record(makeRecord(id: 3))
+        // An evicted flow is not read at all.
+        store.record(makeRecord(id: 4))
+        store.record(makeRecord(id: 5))
+        #expect(store.changes(since: pending.cursor).changes == [.flow(3), .flow(4), .flow(5)])
+        store.started(makeRecord(id: 6, status: nil))
+        let afterEviction = store.changes(since: pending.cursor).changes
+        #expect(afterEviction == [.flow(4), .flow(5), .flow(6)], "flow 3 was evicted by flow 6")
+    }
+
     @Test("a watcher is woken, reads each changed flow once, and is told to reset when it fell behind")
     func watching() throws {
         let store = FlowStore(limits: .init(maxFlows: 10))

@@ -22,6 +22,9 @@ final class EventStream {
     private var cursor = 0
     private var heartbeat: Scheduled<Void>?
     private(set) var ended = false
+    /// Flows first read while pending: looked at again at the next drain (a coalescing interval later), and sent
+    /// then if still pending (once done, the change that finished them is still ahead of the cursor and sends them).
+    private var young: [(id: Int, seen: NIODeadline)] = []
 
     static let heartbeatInterval = TimeAmount.seconds(15)
     /// How long a change waits for others before the stream is written: under load one drain (one flush) per
@@ -66,17 +69,35 @@ final class EventStream {
         }
     }
 
-    /// Writes what changed since the cursor, while the client keeps up.
+    /// Writes what changed since the cursor, while the client keeps up: each read of the store's changes goes out
+    /// as one buffer.
     func drain() {
         signal.drained()
         guard !ended, let handler else { return }
         var wrote = false
+        // A drain right after a full batch comes too soon for a second look: only those deferred an interval ago.
+        let now = eventLoop.now
+        if let first = young.first, now - first.seen >= EventStream.coalescing, handler.isWritable {
+            var events = ByteBufferAllocator().buffer(capacity: 0)
+            let due = young.prefix { now - $0.seen >= EventStream.coalescing }
+            young.removeFirst(due.count)
+            for flow in due { append(.flow(flow.id), to: &events, secondLook: true) }
+            if events.readableBytes > 0 {
+                handler.send(.body(.byteBuffer(events)))
+                wrote = true
+            }
+        }
         while handler.isWritable {
             let (changes, next) = viewer.store.changes(since: cursor, limit: EventStream.batch)
             if next == cursor { break }
             let windowWasFull = next - cursor >= EventStream.batch  // (changes are deduplicated: count them so)
             cursor = next
-            for change in changes { wrote = write(change) || wrote }
+            var events = ByteBufferAllocator().buffer(capacity: 0)
+            for change in changes { append(change, to: &events, secondLook: false) }
+            if events.readableBytes > 0 {
+                handler.send(.body(.byteBuffer(events)))
+                wrote = true
+            }
             if windowWasFull {
                 // more may wait: let the loop serve others first
                 eventLoop.assumeIsolated().execute { [weak self] in self?.drain() }
@@ -84,20 +105,30 @@ final class EventStream {
             }
         }
         if wrote { handler.flush() }
+        if !young.isEmpty { signal.changed() }  // look at them again after the coalescing interval
     }
 
-    private func write(_ change: FlowStore.Change) -> Bool {
+    /// Writes `change` as an event. A pending flow read from the log (not a `secondLook`) is deferred to `young`; on
+    /// the second look a flow that is done by then is left to the change that finished it.
+    private func append(_ change: FlowStore.Change, to events: inout ByteBuffer, secondLook: Bool) {
         switch change {
         case .flow(let id):
-            guard let flow = viewer.store.flow(id: id) else { return false }
+            guard let flow = viewer.store.flow(id: id) else { return }
+            if secondLook && flow.done { return }
+            if !secondLook && !flow.done {
+                // Most exchanges end within moments: read again at the next drain, it is then one event (done).
+                young.append((id, eventLoop.now))
+                return
+            }
             let json = FlowJSON.object(viewer.redactor.redact(flow.record), state: flow.state, bodies: false)
-            write("event: flow\ndata: " + String(decoding: json, as: UTF8.self) + "\n\n")
+            events.writeStaticString("event: flow\ndata: ")
+            events.writeBytes(json)
+            events.writeStaticString("\n\n")
         case .cleared:
-            write("event: clear\ndata: {}\n\n")
+            events.writeStaticString("event: clear\ndata: {}\n\n")
         case .reset:
-            write("event: reset\ndata: {}\n\n")
+            events.writeStaticString("event: reset\ndata: {}\n\n")
         }
-        return true
     }
 
     private func write(_ text: String) {
