@@ -30,9 +30,15 @@ public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
 
     /// The line (without newline) written for an already redacted record.
     public static func line(for flow: FlowRecord) -> String {
-        var json = JSONWriter(capacity: 0)
+        String(decoding: lineBytes(for: flow), as: UTF8.self)
+    }
+
+    /// The same line as bytes, written into a buffer sized for a typical record (the viewer's API and event
+    /// stream encode one per flow they send).
+    public static func lineBytes(for flow: FlowRecord) -> [UInt8] {
+        var json = JSONWriter(capacity: 2048)
         JSONLRecord(flow).write(into: &json)
-        return String(decoding: json.bytes, as: UTF8.self)
+        return json.bytes
     }
 }
 

@@ -12,11 +12,13 @@ public enum FlowJSON {
             record.requestBody = nil
             record.responseBody = nil
         }
-        let line = JSONLWriter.line(for: record)
-        var bytes = Array("{\"state\":".utf8)
+        let line = JSONLWriter.lineBytes(for: record)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(line.count + 24)
+        bytes.append(contentsOf: #"{"state":"#.utf8)
         appendString(state, to: &bytes)
         bytes.append(UInt8(ascii: ","))
-        bytes.append(contentsOf: line.utf8.dropFirst())
+        line.withUnsafeBufferPointer { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0.dropFirst())) }
         return bytes
     }
 

@@ -648,6 +648,8 @@ extension CapturedBody {
         let room = limit - bytes.count
         if buffer.readableBytes > room { truncated = true }
         guard room > 0 else { return }
-        bytes.append(contentsOf: buffer.readableBytesView.prefix(room))
+        buffer.withUnsafeReadableBytes { raw in
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw.prefix(room)).assumingMemoryBound(to: UInt8.self))
+        }
     }
 }
