@@ -19,7 +19,7 @@ public struct BodyText: Sendable, Hashable {
             self.text = text
             self.encoding = .utf8
         } else {
-            self.text = Data(bytes).base64EncodedString()
+            self.text = Base64.encode(bytes)
             self.encoding = .base64
         }
     }
@@ -40,22 +40,27 @@ public struct BodyText: Sendable, Hashable {
         let mediaType = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let mime = mediaType.trimmingSpaces().lowercased()
         if mime.isEmpty { return .unknown }
-        if mime.hasPrefix("text/") || mime.hasSuffix("+json") || mime.hasSuffix("+xml") { return .textual }
-        let textual: Set<String> = [
-            "application/json", "application/xml", "application/javascript", "application/ecmascript",
-            "application/x-www-form-urlencoded", "application/graphql", "application/x-ndjson", "application/yaml",
-            "application/x-yaml", "application/sql", "application/csp-report", "image/svg+xml",
-        ]
-        if textual.contains(mime) { return .textual }
-        let binaryPrefixes = ["image/", "audio/", "video/", "font/", "model/"]
-        if binaryPrefixes.contains(where: { mime.hasPrefix($0) }) { return .binary }
-        let binary: Set<String> = [
-            "application/octet-stream", "application/zip", "application/gzip", "application/x-gzip", "application/pdf",
-            "application/x-protobuf", "application/protobuf", "application/grpc", "application/wasm",
-            "application/x-tar", "application/msgpack", "application/cbor",
-        ]
-        return binary.contains(mime) ? .binary : .unknown
+        // Byte comparisons: String's hasPrefix compares Characters (this runs for every logged body).
+        let bytes = mime.utf8
+        if bytes.starts(with: "text/".utf8) || bytes.suffix(5).elementsEqual("+json".utf8) || bytes.suffix(4).elementsEqual("+xml".utf8) {
+            return .textual
+        }
+        if textualTypes.contains(mime) { return .textual }
+        if binaryPrefixes.contains(where: { bytes.starts(with: $0.utf8) }) { return .binary }
+        return binaryTypes.contains(mime) ? .binary : .unknown
     }
+
+    private static let textualTypes: Set<String> = [
+        "application/json", "application/xml", "application/javascript", "application/ecmascript",
+        "application/x-www-form-urlencoded", "application/graphql", "application/x-ndjson", "application/yaml",
+        "application/x-yaml", "application/sql", "application/csp-report", "image/svg+xml",
+    ]
+    private static let binaryPrefixes = ["image/", "audio/", "video/", "font/", "model/"]
+    private static let binaryTypes: Set<String> = [
+        "application/octet-stream", "application/zip", "application/gzip", "application/x-gzip", "application/pdf",
+        "application/x-protobuf", "application/protobuf", "application/grpc", "application/wasm",
+        "application/x-tar", "application/msgpack", "application/cbor",
+    ]
 
     static func utf8(_ bytes: [UInt8], allowCutTail: Bool) -> String? {
         if let text = String(validating: bytes, as: UTF8.self) { return text }

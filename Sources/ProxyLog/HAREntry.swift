@@ -185,9 +185,10 @@ struct HAREntry: Encodable {
 
     /// `queryString` of a URL, names and values as they appear in it (a redacted value reads `<redacted>`).
     static func queryString(of url: String) -> [NameValue] {
-        guard let question = url.firstIndex(of: "?") else { return [] }
-        var query = url[url.index(after: question)...]
-        if let hash = query.firstIndex(of: "#") { query = query[..<hash] }
+        // Byte searches (every absolute URL is scanned here): Character search costs ~100 instructions a character.
+        guard let question = url.utf8.firstIndex(of: UInt8(ascii: "?")) else { return [] }
+        var query = url[url.utf8.index(after: question)...]
+        if let hash = query.utf8.firstIndex(of: UInt8(ascii: "#")) { query = query[..<hash] }
         return query.split(separator: "&").map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             return NameValue(name: String(parts[0]), value: parts.count > 1 ? String(parts[1]) : "")

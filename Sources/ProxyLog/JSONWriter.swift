@@ -61,10 +61,16 @@ struct JSONWriter {
         needsComma = true
     }
 
-    /// The name of the next member of the open object.
-    mutating func key(_ name: String) {
+    /// The name of the next member of the open object: always one of the writers' own literals, which need no
+    /// escape (checked in debug builds), so it is copied as it is.
+    mutating func key(_ name: StaticString) {
         separate()
-        appendQuoted(name)
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { utf8 in
+            assert(!utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
+            bytes.append(contentsOf: utf8)
+        }
+        bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
         needsComma = false
     }
@@ -116,28 +122,28 @@ struct JSONWriter {
 
     // MARK: members
 
-    mutating func field(_ name: String, _ value: String) { key(name); string(value) }
-    mutating func field(_ name: String, _ value: Int) { key(name); int(value) }
-    mutating func field(_ name: String, _ value: Double) { key(name); double(value) }
-    mutating func field(_ name: String, _ value: Bool) { key(name); bool(value) }
+    mutating func field(_ name: StaticString, _ value: String) { key(name); string(value) }
+    mutating func field(_ name: StaticString, _ value: Int) { key(name); int(value) }
+    mutating func field(_ name: StaticString, _ value: Double) { key(name); double(value) }
+    mutating func field(_ name: StaticString, _ value: Bool) { key(name); bool(value) }
 
     /// A member that is `null` when `value` is nil (as `encode(_:forKey:)` of an optional).
-    mutating func field(_ name: String, _ value: String?) {
+    mutating func field(_ name: StaticString, _ value: String?) {
         key(name)
         if let value { string(value) } else { null() }
     }
 
-    mutating func field(_ name: String, _ value: Int?) {
+    mutating func field(_ name: StaticString, _ value: Int?) {
         key(name)
         if let value { int(value) } else { null() }
     }
 
-    mutating func field(_ name: String, _ value: Double?) {
+    mutating func field(_ name: StaticString, _ value: Double?) {
         key(name)
         if let value { double(value) } else { null() }
     }
 
-    mutating func field(_ name: String, _ values: [String]) {
+    mutating func field(_ name: StaticString, _ values: [String]) {
         key(name)
         beginArray()
         for value in values { string(value) }
@@ -145,7 +151,7 @@ struct JSONWriter {
     }
 
     /// A member whose value is an array, each element written by `element`.
-    mutating func field<S: Sequence>(_ name: String, array elements: S,
+    mutating func field<S: Sequence>(_ name: StaticString, array elements: S,
                                      _ element: (inout JSONWriter, S.Element) -> Void) {
         key(name)
         beginArray()
@@ -164,26 +170,49 @@ struct JSONWriter {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
     }
 
-    /// `"string"`, escaped; runs of bytes that need no escape are copied at once.
+    /// `"string"`, escaped; runs of bytes that need no escape are copied at once. The scan looks at 8 bytes at a
+    /// time (most log text needs no escape: headers, URLs, base64).
     private mutating func appendQuoted(_ string: String) {
         bytes.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { utf8 in
+            guard let base = utf8.baseAddress else { return }
+            let count = utf8.count
             var runStart = 0
-            for index in 0..<utf8.count {
-                let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                if runStart < index {
-                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+            var index = 0
+            while index < count {
+                if index + 8 <= count,
+                   !JSONWriter.mayNeedEscape(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)) {
+                    index += 8
+                    continue
                 }
-                appendEscape(byte)
-                runStart = index + 1
+                let byte = base[index]
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: index - runStart)) }
+                    appendEscape(byte)
+                    runStart = index + 1
+                }
+                index += 1
             }
-            if runStart < utf8.count {
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
+            if runStart < count {
+                bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: count - runStart))
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether any of the 8 bytes in `word` is a C0 control, `"` or `\` (exact, no false negatives; bytes of
+    /// multi-byte UTF-8 sequences never match).
+    @inline(__always)
+    static func mayNeedEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let below0x20 = (word &- ones &* 0x20) & ~word & highs
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        let hasQuote = (quote &- ones) & ~quote & highs
+        let hasBackslash = (backslash &- ones) & ~backslash & highs
+        return (below0x20 | hasQuote | hasBackslash) != 0
     }
 
     private mutating func appendEscape(_ byte: UInt8) {

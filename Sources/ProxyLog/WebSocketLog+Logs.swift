@@ -22,7 +22,7 @@ struct WebSocketMessageJSON: Encodable {
         if message.opcode == 1 {
             data = String(decoding: message.data, as: UTF8.self)
         } else {
-            data = Data(message.data).base64EncodedString()
+            data = Base64.encode(message.data)
         }
         truncated = message.truncated
     }

@@ -99,6 +99,18 @@ import Testing
     @Test func chooses() {
         #expect(BodyText(bytes: Array("héllo".utf8), contentType: "text/plain").encoding == .utf8)
         #expect(BodyText(bytes: Array("{}".utf8), contentType: "application/vnd.api+json").encoding == .utf8)
+        // Declared textual types keep control characters as text; undeclared ones with them, and binary types, are base64.
+        let controls = Array("{\"a\":\"\u{1}\"}".utf8)
+        for type in ["application/vnd.api+json", "application/atom+xml", "TEXT/Plain; charset=utf-8", " application/json ;x=y",
+                     "image/svg+xml"] {
+            #expect(BodyText(bytes: controls, contentType: type).encoding == .utf8, "\(type)")
+        }
+        for type in ["application/x-unknown", "+json/x", "application/jsonx"] {
+            #expect(BodyText(bytes: controls, contentType: type).encoding == .base64, "\(type)")
+        }
+        for type in ["image/png", "Application/Octet-Stream", "font/woff2", "application/grpc"] {
+            #expect(BodyText(bytes: Array("plain".utf8), contentType: type).encoding == .base64, "\(type)")
+        }
         #expect(BodyText(bytes: Array("abc".utf8), contentType: "image/png").encoding == .base64)
         #expect(BodyText(bytes: Array("abc".utf8), contentType: "text/plain", contentEncoding: "gzip").encoding == .base64)
         #expect(BodyText(bytes: [0xFF, 0xFE], contentType: "text/plain").encoding == .base64)

@@ -26,6 +26,33 @@ import Testing
         #expect(ours == ##""\u0000\u0001\u0002\u0003\u0004\u0005\u0006\u0007\b\t\n\u000b\f\r\u000e\u000f\u0010\u0011\u0012\u0013\u0014\u0015\u0016\u0017\u0018\u0019\u001a\u001b\u001c\u001d\u001e\u001f !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~"## + "\u{7F}\"")
     }
 
+    /// The 8-bytes-at-a-time scan: every escapable byte found at every position of a word, among plain ASCII and
+    /// multi-byte UTF-8, against JSONEncoder.
+    @Test func escapesFoundAtEveryOffsetOfTheWordScan() throws {
+        let specials: [Character] = ["\"", "\\", "\u{0}", "\u{1F}", "\n", "\u{7F}", "é", "😀", " ", "!", "#", "[", "]"]
+        for length in 0...20 {
+            for position in 0..<max(1, length) {
+                for special in specials {
+                    var characters = Array(repeating: Character("a"), count: length)
+                    if length > 0 { characters[position] = special }
+                    let string = String(characters)
+                    #expect(Self.written { $0.string(string) } == (try Self.encoded(string)), "\(Array(string.utf8))")
+                }
+            }
+        }
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("ab\"\\\u{1}\u{1F} ~é😀\t".unicodeScalars)
+        for _ in 0..<500 {
+            let string = String(String.UnicodeScalarView((0..<Int.random(in: 0...64, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }))
+            #expect(Self.written { $0.string(string) } == (try Self.encoded(string)))
+        }
+        for byte in UInt8(0)...255 {
+            let word = (0x6161_6161_6161_6161 & ~(0xFF << 40)) | UInt64(byte) << 40  // "aaaaaaaa" with `byte` at 5
+            let expected = byte < 0x20 || byte == 0x22 || byte == 0x5C
+            #expect(JSONWriter.mayNeedEscape(word) == expected, "byte \(byte)")
+        }
+    }
+
     @Test func writesNonASCIIAsIs() throws {
         let strings = ["é", "→", "😀", "\u{80}", "\u{85}", "\u{A0}", "\u{7FF}", "\u{800}", "\u{2028}", "\u{2029}",
                        "\u{D7FF}", "\u{E000}", "\u{FEFF}", "\u{FFFD}", "\u{FFFF}", "\u{10000}", "\u{10FFFF}",
@@ -124,5 +151,18 @@ import Testing
         json.reset()
         #expect(json.bytes.isEmpty)
         #expect(json.bytes.capacity <= 2048)
+    }
+}
+
+/// The logs' base64 against Foundation's, for every length up to a few groups past a boundary and random bytes.
+@Suite struct Base64Tests {
+    @Test func sameTextAsFoundation() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...300 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            #expect(Base64.encode(bytes) == Data(bytes).base64EncodedString(), "\(length) bytes")
+        }
+        #expect(Base64.encode(Array(repeating: 0xFF, count: 4)) == "/////w==")
+        #expect(Base64.encode(Array("hookproxy".utf8)) == "aG9va3Byb3h5")
     }
 }
