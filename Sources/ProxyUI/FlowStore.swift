@@ -28,6 +28,8 @@ public final class FlowStore: FlowRecorder, Sendable {
         public var done: Bool
         let packed: PackedFlow
         public var record: FlowRecord { packed.record }
+        /// The record without its captured bodies (cheaper: the list and the event stream do not show them).
+        public var recordWithoutBodies: FlowRecord { packed.unpack(bodies: false) }
         public var state: String { done ? "done" : "pending" }
 
         init(record: FlowRecord, done: Bool, packed: PackedFlow) {

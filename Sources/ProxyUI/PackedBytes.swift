@@ -78,6 +78,8 @@ struct PackedWriter: ~Copyable {
 struct PackedReader {
     private let bytes: UnsafeRawBufferPointer
     private var offset = 0
+    /// Set to read a record without its captured bodies (they are skipped).
+    var skipsBodies = false
 
     init(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
@@ -107,6 +109,10 @@ struct PackedReader {
 
     mutating func raw() -> [UInt8] {
         Array(take(int()))
+    }
+
+    mutating func skipRaw() {
+        _ = take(int())
     }
 
     mutating func optional<T>(_ read: (inout PackedReader) -> T) -> T? {

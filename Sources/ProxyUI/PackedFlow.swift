@@ -18,9 +18,14 @@ struct PackedFlow: Sendable {
         return writer
     }
 
-    var record: FlowRecord {
+    var record: FlowRecord { unpack(bodies: true) }
+
+    /// The record; without `bodies` the captured bodies are skipped, not copied (the list and the event stream
+    /// leave them to `/api/flows/ID`).
+    func unpack(bodies: Bool) -> FlowRecord {
         withExtendedLifetime(segment) {
             var reader = PackedReader(UnsafeRawBufferPointer(start: segment.base + offset, count: count))
+            reader.skipsBodies = !bodies
             let record = reader.flowRecord()
             precondition(reader.isAtEnd, "packed flow: bytes left after the record")
             return record
@@ -210,8 +215,8 @@ extension PackedReader {
             response: optional { $0.responseHead() },
             requestBodySize: int(),
             responseBodySize: int(),
-            requestBody: optional { $0.capturedBody() },
-            responseBody: optional { $0.capturedBody() },
+            requestBody: optional { $0.capturedBody() } ?? nil,
+            responseBody: optional { $0.capturedBody() } ?? nil,
             timings: timings(),
             durationMs: double(),
             rules: array { $0.string() },
@@ -252,8 +257,13 @@ extension PackedReader {
         HeaderFields(array { HeaderField(name: $0.string(), value: $0.string()) })
     }
 
-    mutating func capturedBody() -> CapturedBody {
-        CapturedBody(bytes: raw(), truncated: bool())
+    mutating func capturedBody() -> CapturedBody? {
+        if skipsBodies {
+            skipRaw()
+            _ = bool()
+            return nil
+        }
+        return CapturedBody(bytes: raw(), truncated: bool())
     }
 
     mutating func timings() -> Timings {

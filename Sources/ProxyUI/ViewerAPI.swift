@@ -87,7 +87,7 @@ public struct ViewerAPI: Sendable {
             bodies = value
         }
         let objects = store.flows(after: after, limit: limit).map {
-            FlowJSON.object(redactor.redact($0.record), state: $0.state, bodies: bodies)
+            FlowJSON.object(redactor.redact(bodies ? $0.record : $0.recordWithoutBodies), state: $0.state, bodies: bodies)
         }
         return .json(200, FlowJSON.array(objects))
     }

@@ -62,6 +62,20 @@ struct PackedFlowTests {
         #expect(unpacked.start == record.start)
     }
 
+    @Test("read without bodies: the same record, its captured bodies left out")
+    func withoutBodies() {
+        var record = Self.fullRecord()
+        let writer = PackedFlow.pack(record)
+        let unpacked = FlowSegments.alone(writer.bytes).unpack(bodies: false)
+        #expect(unpacked.requestBody == nil && unpacked.responseBody == nil)
+        record.requestBody = nil
+        record.responseBody = nil
+        var before = "", after = ""
+        dump(record, to: &before)
+        dump(unpacked, to: &after)
+        #expect(before == after)
+    }
+
     @Test("a bare record (nothing optional set) comes back as it went in")
     func bareRoundTrip() {
         let record = FlowRecord(id: 1, start: Date(timeIntervalSince1970: 0), client: "", request: RequestHead(method: "GET", url: ProxyURL(string: "http://a/")!), url: "")

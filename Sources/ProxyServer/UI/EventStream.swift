@@ -120,7 +120,7 @@ final class EventStream {
                 young.append((id, eventLoop.now))
                 return
             }
-            let json = FlowJSON.object(viewer.redactor.redact(flow.record), state: flow.state, bodies: false)
+            let json = FlowJSON.object(viewer.redactor.redact(flow.recordWithoutBodies), state: flow.state, bodies: false)
             events.writeStaticString("event: flow\ndata: ")
             events.writeBytes(json)
             events.writeStaticString("\n\n")
