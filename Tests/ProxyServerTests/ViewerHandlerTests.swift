@@ -14,6 +14,29 @@ import Testing
     typealias H = ProxyRequestHandlerTests
 
     /// A context with the viewer on, as `ProxyServer.start` makes it; stopped when `body` returns.
+    /// An open `/api/events` stream (its head read) on a viewer, for `body`.
+    static func withEventStream(_ body: @escaping (EmbeddedChannel, Viewer) throws -> Void) async throws {
+        try await withViewer { context, viewer, _ in
+            let channel = try H.makeChannel(context)
+            defer { H.finish(channel) }
+            try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
+            _ = try H.drain(channel)
+            try body(channel, viewer)
+        }
+    }
+
+    /// What the stream writes after the next coalescing interval.
+    static func nextEvents(_ channel: EmbeddedChannel) throws -> String {
+        channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
+        return String(decoding: try H.drain(channel), as: UTF8.self)
+    }
+
+    /// A record of a GET to one test URL, for the event stream's tests.
+    static func exchange(_ id: Int) -> FlowRecord {
+        let url = ProxyURL(string: "http://example.test/x")!
+        return FlowRecord(id: id, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description)
+    }
+
     static func withViewer(_ body: (ProxyContext, Viewer, RecordingRecorder) throws -> Void) async throws {
         let recorder = RecordingRecorder()
         let viewer = Viewer(settings: ViewerSettings())
@@ -58,8 +81,7 @@ import Testing
             #expect(head.contains("retry: 2000"))
             #expect(viewer.store.watcherCount == 1)
 
-            let url = ProxyURL(string: "http://example.test/x")!
-            viewer.store.started(FlowRecord(id: 9, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description))
+            viewer.store.started(Self.exchange(9))
             channel.embeddedEventLoop.run()
             #expect(try H.drain(channel).isEmpty, "changes wait for others for a moment")
             channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
@@ -87,8 +109,7 @@ import Testing
             defer { H.finish(channel) }
             try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
             _ = try H.drain(channel)
-            let url = ProxyURL(string: "http://example.test/x")!
-            let record = { (id: Int) in FlowRecord(id: id, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description) }
+            let record = Self.exchange
             for _ in 0..<(EventStream.batch + 10) { viewer.store.started(record(1)) }
             viewer.store.record(record(2))
             channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
@@ -99,17 +120,11 @@ import Testing
 
     @Test("an exchange that starts and ends within the coalescing interval is one event, done")
     func coalesced() async throws {
-        try await Self.withViewer { context, viewer, _ in
-            let channel = try H.makeChannel(context)
-            defer { H.finish(channel) }
-            try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
-            _ = try H.drain(channel)
-            let url = ProxyURL(string: "http://example.test/x")!
-            let record = FlowRecord(id: 4, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description)
+        try await Self.withEventStream { channel, viewer in
+            let record = Self.exchange(4)
             viewer.store.started(record)
             viewer.store.record(record)
-            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
-            let text = String(decoding: try H.drain(channel), as: UTF8.self)
+            let text = try Self.nextEvents(channel)
             #expect(text.components(separatedBy: "event: flow").count == 2, "\(text)")
             #expect(text.contains(#"data: {"state":"done","id":4,"#))
         }
@@ -117,27 +132,19 @@ import Testing
 
     @Test("an exchange that ends in the interval after its start is one event too; one still pending then is two")
     func deferredPending() async throws {
-        try await Self.withViewer { context, viewer, _ in
-            let channel = try H.makeChannel(context)
-            defer { H.finish(channel) }
-            try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
-            _ = try H.drain(channel)
-            let url = ProxyURL(string: "http://example.test/x")!
-            let quick = FlowRecord(id: 5, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description)
-            let slow = FlowRecord(id: 6, start: Date(), client: "c", request: RequestHead(method: "GET", url: url), url: url.description)
+        try await Self.withEventStream { channel, viewer in
+            let quick = Self.exchange(5)
+            let slow = Self.exchange(6)
             viewer.store.started(quick)
             viewer.store.started(slow)
-            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
-            #expect(try H.drain(channel).isEmpty)
+            #expect(try Self.nextEvents(channel).isEmpty)
             viewer.store.record(quick)
-            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
-            let second = String(decoding: try H.drain(channel), as: UTF8.self)
+            let second = try Self.nextEvents(channel)
             #expect(second.components(separatedBy: "event: flow").count == 3, "\(second)")
             #expect(second.contains(#"data: {"state":"pending","id":6,"#))
             #expect(second.contains(#"data: {"state":"done","id":5,"#))
             viewer.store.record(slow)
-            channel.embeddedEventLoop.advanceTime(by: EventStream.coalescing)
-            let third = String(decoding: try H.drain(channel), as: UTF8.self)
+            let third = try Self.nextEvents(channel)
             #expect(third.components(separatedBy: "event: flow").count == 2, "\(third)")
             #expect(third.contains(#"data: {"state":"done","id":6,"#))
         }

@@ -99,14 +99,34 @@ struct UpstreamConnectionTests {
         _ = engine.connect(UpstreamRequest(head: head, body: .none, settings: UpstreamSettings()), delegate: recorder, on: loop)
     }
 
+    /// A test server on a new group, an engine, and a connection to the server asked for on one of the group's loops.
+    struct Setup {
+        let group: MultiThreadedEventLoopGroup
+        let server: any Channel
+        let engine: UpstreamEngine
+        let loop: any EventLoop
+        let recorder: ConnectionRecorder
+
+        init(threads: Int, blast: Int? = nil, onConnected: @escaping (UpstreamConnection) -> Void = { _ in }) async throws {
+            group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+            server = try await UpstreamConnectionTests.server(group: group, blast: blast)
+            engine = UpstreamEngine()
+            loop = group.next()
+            recorder = ConnectionRecorder(loop: loop, onConnected: onConnected)
+            try UpstreamConnectionTests.connect(engine, to: server, on: loop, recorder: recorder)
+            try await eventually { recorder.connection != nil }
+        }
+
+        func tearDown() async throws {
+            await engine.shutdown()
+            try await server.close()
+            try await group.shutdownGracefully()
+        }
+    }
+
     @Test func aPlainConnectionIsCarriedOnItsLoopAndEchoesEveryByte() async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let server = try await Self.server(group: group)
-        let engine = UpstreamEngine()
-        let loop = group.next()
-        let recorder = ConnectionRecorder(loop: loop)
-        try Self.connect(engine, to: server, on: loop, recorder: recorder)
-        try await eventually { recorder.connection != nil }
+        let setup = try await Setup(threads: 2)
+        let (loop, recorder) = (setup.loop, setup.recorder)
         let connection = try #require(recorder.connection)
         #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
 
@@ -122,20 +142,13 @@ struct UpstreamConnectionTests {
         #expect(recorder.state.withLock { $0.offLoopCalls } == 0)
 
         try await loop.submit { connection.value.close() }.get()
-        await engine.shutdown()
-        try await server.close()
-        try await group.shutdownGracefully()
+        try await setup.tearDown()
     }
 
     @Test func holdingReadsHoldsTheServerBackAndResumingDeliversEveryByteThenTheClose() async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let size = 8 << 20
-        let server = try await Self.server(group: group, blast: size)
-        let engine = UpstreamEngine()
-        let loop = group.next()
-        let recorder = ConnectionRecorder(loop: loop) { $0.setReading(false) }
-        try Self.connect(engine, to: server, on: loop, recorder: recorder)
-        try await eventually { recorder.connection != nil }
+        let setup = try await Setup(threads: 1, blast: size) { $0.setReading(false) }
+        let (loop, recorder) = (setup.loop, setup.recorder)
         let connection = try #require(recorder.connection)
         #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
 
@@ -151,26 +164,17 @@ struct UpstreamConnectionTests {
         #expect(state.received == (0..<size).map { UInt8($0 % 253) })
         #expect(state.closed == .some(nil), "the server's close is reported once, without an error")
         #expect(state.offLoopCalls == 0)
-
-        await engine.shutdown()
-        try await server.close()
-        try await group.shutdownGracefully()
+        try await setup.tearDown()
     }
 
     @Test func shuttingTheEngineDownClosesACarriedConnectionAndSaysSo() async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let server = try await Self.server(group: group)
-        let engine = UpstreamEngine()
-        let loop = group.next()
-        let recorder = ConnectionRecorder(loop: loop)
-        try Self.connect(engine, to: server, on: loop, recorder: recorder)
-        try await eventually { recorder.connection != nil }
-        await engine.shutdown()
+        let setup = try await Setup(threads: 1)
+        let recorder = setup.recorder
+        await setup.engine.shutdown()
         let closed = try #require(recorder.state.withLock { $0.closed })
         #expect(closed?.message.contains("shutting down") == true)
-        #expect(try await loop.submit { recorder.connection?.value.isOpen }.get() == false)
-        try await server.close()
-        try await group.shutdownGracefully()
+        #expect(try await setup.loop.submit { recorder.connection?.value.isOpen }.get() == false)
+        try await setup.tearDown()
     }
 
     @Test func curlKeepsTheConnectionsItSpeaksTLSOn() {
