@@ -9,7 +9,9 @@ import ProxyModel
 ///
 /// The channel owns a duplicate of curl's descriptor (`dup`): curl keeps its own until the connection is released,
 /// and the socket closes when both are closed. Reading is explicit (`autoRead` off), one read per request, so that
-/// `setReading(false)` holds the server back.
+/// `setReading(false)` holds the server back. NIO still reads on its own when the server closes or resets (it drains
+/// the socket to the end then): what comes while reading is held waits here, the close after it, until reading
+/// resumes (as with curl, which does not look at the socket then).
 ///
 /// Loop-bound: the last handler of the channel's pipeline, on the connection's loop.
 final class UpstreamChannelHandler: ChannelInboundHandler {
@@ -22,6 +24,11 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
     private var reading = true
     private var readPending = false
     private var failure: (any Error)?
+    /// Bytes NIO read while reading was held, and the close that followed them (`.some(why)`), for the resume.
+    private var held = CircularBuffer<ByteBuffer>()
+    private var heldClose: String?? = .none
+    /// Whether a zero-length write waits behind the backlog (to say when it is gone).
+    private var drainWatched = false
 
     init(connection: UpstreamConnection) {
         self.connection = connection
@@ -41,16 +48,43 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
         return (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
     }
 
-    /// Writes and flushes `bytes`; returns the bytes still queued.
+    /// Writes and flushes `bytes`; returns the bytes still queued. When some are, the connection hears when all
+    /// are gone (`channelWritable`), however few they were: NIO's writability changes only past its water marks.
     func write(_ bytes: ByteBuffer) -> Int {
         guard let context else { return 0 }
         context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
-        return bufferedBytes
+        let waiting = bufferedBytes
+        if waiting > 0 { watchDrain(context) }
+        return waiting
+    }
+
+    /// A zero-length write after the backlog: it completes when everything before it is written.
+    private func watchDrain(_ context: ChannelHandlerContext) {
+        guard !drainWatched else { return }
+        drainWatched = true
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)), promise: promise)
+        promise.futureResult.assumeIsolated().whenSuccess { [self] in
+            drainWatched = false
+            guard let context = self.context, context.channel.isActive else { return }
+            if bufferedBytes == 0 { connection?.channelWritable() } else { watchDrain(context) }
+        }
     }
 
     func setReading(_ on: Bool) {
         reading = on
-        if on { requestRead() }
+        guard on else { return }
+        deliverHeld()
+        requestRead()
+    }
+
+    /// Hands over what NIO read while reading was held, then the close that followed, while reading stays on.
+    private func deliverHeld() {
+        while reading, let connection, let bytes = held.popFirst() { connection.channelReceived(bytes) }
+        guard reading, held.isEmpty, case .some(let why) = heldClose, let connection else { return }
+        heldClose = .none
+        self.connection = nil
+        connection.channelClosed(why)
     }
 
     /// Asks for the next read unless one is pending or reading is held.
@@ -67,16 +101,17 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        connection?.channelReceived(unwrapInboundIn(data))
+        guard let connection else { return }
+        if reading && held.isEmpty {
+            connection.channelReceived(unwrapInboundIn(data))
+        } else {
+            held.append(unwrapInboundIn(data))
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
         readPending = false
         requestRead()
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { connection?.channelWritable() }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -86,8 +121,13 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         guard let connection else { return }
+        let why = failure.map { "\($0)" }
+        guard reading && held.isEmpty else {
+            heldClose = .some(why)  // after the bytes held, when reading resumes
+            return
+        }
         self.connection = nil
-        connection.channelClosed(failure.map { "\($0)" })
+        connection.channelClosed(why)
     }
 }
 
@@ -99,7 +139,8 @@ extension UpstreamChannelHandler {
     /// or with nil when it cannot (no descriptor left, NIO refused): curl then carries the bytes.
     static func open(_ socket: Int32, on loop: any EventLoop, for connection: UpstreamConnection,
                      _ done: @escaping (UpstreamChannelHandler?) -> Void) {
-        let duplicate = dup(socket)
+        // Close-on-exec, like every descriptor hookproxy opens (a bare `dup` would not carry it over).
+        let duplicate = fcntl(socket, F_DUPFD_CLOEXEC, 0)
         guard duplicate >= 0 else { return done(nil) }
         let opened = ClientBootstrap(group: loop)
             .channelOption(.autoRead, value: false)

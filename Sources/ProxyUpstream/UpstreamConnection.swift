@@ -212,6 +212,7 @@ public final class UpstreamConnection {
         delegate?.upstreamReceived(bytes)
     }
 
+    /// Everything written so far went out.
     func channelWritable() {
         guard isOpen, bufferedBytes > 0 else { return }
         bufferedBytes = channel?.bufferedBytes ?? 0

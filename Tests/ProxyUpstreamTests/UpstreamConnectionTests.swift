@@ -20,6 +20,9 @@ struct UpstreamConnectionTests {
             var received: [UInt8] = []
             var closed: ProxyError?? = .none
             var offLoopCalls = 0
+            var writableCalls = 0
+            var receivedAfterClose = 0
+            var closedCalls = 0
         }
 
         let loop: any EventLoop
@@ -50,14 +53,23 @@ struct UpstreamConnectionTests {
 
         func upstreamReceived(_ bytes: ByteBuffer) {
             check()
-            state.withLock { $0.received.append(contentsOf: bytes.readableBytesView) }
+            state.withLock {
+                if $0.closed != nil { $0.receivedAfterClose += 1 }
+                $0.received.append(contentsOf: bytes.readableBytesView)
+            }
         }
 
-        func upstreamWritable() { check() }
+        func upstreamWritable() {
+            check()
+            state.withLock { $0.writableCalls += 1 }
+        }
 
         func upstreamClosed(_ error: ProxyError?) {
             check()
-            state.withLock { $0.closed = .some(error) }
+            state.withLock {
+                $0.closed = .some(error)
+                $0.closedCalls += 1
+            }
         }
 
         /// The connection, usable on the loop only.
@@ -188,5 +200,134 @@ struct UpstreamConnectionTests {
         #expect(!transfer("http://example.test/", proxy: "socks5h://proxy.test:1080").hasTLS)
         #expect(transfer("https://example.test/").hasTLS)
         #expect(transfer("http://example.test/", proxy: "HTTPS://proxy.test:443").hasTLS)
+    }
+
+    /// Resets the connection at once (SO_LINGER 0), optionally after sending `bytes`.
+    final class ResettingHandler: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let bytes: Int
+
+        init(bytes: Int) { self.bytes = bytes }
+
+        func channelActive(context: ChannelHandlerContext) {
+            let payload = ByteBuffer(bytes: [UInt8](repeating: 7, count: bytes))
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .milliseconds(200)) { self.reset(bound.value, payload) }
+        }
+
+        private func reset(_ context: ChannelHandlerContext, _ payload: ByteBuffer) {
+            context.writeAndFlush(wrapOutboundOut(payload)).assumeIsolated().whenComplete { _ in
+                _ = (context.channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0))
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    /// Reads nothing until told (`autoRead` off), keeping its child channel for the test.
+    final class HeldServer: @unchecked Sendable {
+        let child = Mutex<(any Channel)?>(nil)
+    }
+
+    /// The server sends a little and closes while the caller holds reading: nothing may reach the caller, and the
+    /// close not either, until it reads again (the curl carrier holds both: it does not even look at the socket).
+    @Test func aServerThatSendsAndClosesWhileReadsAreHeldWaitsForTheResume() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let size = 40_000
+        let server = try await Self.server(group: group, blast: size)
+        let engine = UpstreamEngine()
+        let loop = group.next()
+        let carried = Mutex(false)
+        let recorder = ConnectionRecorder(loop: loop) { connection in
+            connection.setReading(false)
+            carried.withLock { $0 = connection.isCarriedByChannel }
+        }
+        try Self.connect(engine, to: server, on: loop, recorder: recorder)
+        try await eventually { recorder.connection != nil }
+        let connection = try #require(recorder.connection)
+        #expect(carried.withLock { $0 })
+
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(recorder.receivedCount == 0, "reading is held: no byte may be delivered")
+        #expect(recorder.state.withLock { $0.closedCalls } == 0, "reading is held: the close waits too")
+
+        try await loop.submit { connection.value.setReading(true) }.get()
+        try await eventually { recorder.state.withLock { $0.closedCalls } > 0 }
+        let state = recorder.state.withLock { $0 }
+        #expect(state.received.count == size)
+        #expect(state.closedCalls == 1)
+        #expect(state.closed == .some(nil))
+        #expect(state.receivedAfterClose == 0)
+
+        await engine.shutdown()
+        try await server.close()
+        try await group.shutdownGracefully()
+    }
+
+    /// A server that resets the connection: the caller hears a failure, not a clean close (as from curl).
+    @Test func aResetIsReportedAsAFailure() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let server = try await ServerBootstrap(group: group)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(ResettingHandler(bytes: 1000)) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let engine = UpstreamEngine()
+        let loop = group.next()
+        let recorder = ConnectionRecorder(loop: loop)
+        try Self.connect(engine, to: server, on: loop, recorder: recorder)
+        try await eventually { recorder.state.withLock { $0.closedCalls } > 0 }
+        let state = recorder.state.withLock { $0 }
+        #expect(state.closedCalls == 1)
+        guard case .some(let closed) = state.closed else { return }
+        #expect(closed != nil, "a reset is a failure, not the server's clean close")
+        #expect(state.received.count <= 1000)
+
+        await engine.shutdown()
+        try await server.close()
+        try await group.shutdownGracefully()
+    }
+
+    /// `write` said bytes wait: `upstreamWritable` says when they are gone, however few they were (the curl
+    /// carrier's contract), not only when NIO's write buffer crossed its high water mark.
+    @Test func aSmallBacklogIsReportedGoneToo() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let held = HeldServer()
+        let server = try await ServerBootstrap(group: group)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelInitializer { channel in
+                held.child.withLock { $0 = channel }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let engine = UpstreamEngine()
+        let loop = group.next()
+        let recorder = ConnectionRecorder(loop: loop)
+        try Self.connect(engine, to: server, on: loop, recorder: recorder)
+        try await eventually { recorder.connection != nil }
+        let connection = try #require(recorder.connection)
+        #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
+
+        // Write 4 KiB at a time until the socket takes no more: the backlog is then under 4 KiB.
+        let backlog = try await loop.submit { () -> Int in
+            for _ in 0..<100_000 {
+                let waiting = connection.value.write(ByteBuffer(repeating: 1, count: 4096))
+                if waiting > 0 { return waiting }
+            }
+            return 0
+        }.get()
+        #expect(backlog > 0 && backlog <= 4096)
+        // The server reads everything: the backlog goes.
+        let child = try #require(held.child.withLock { $0 })
+        try await child.setOption(.autoRead, value: true).get()
+        child.read()
+        try await eventually { try await loop.submit { connection.value.bufferedBytes }.get() == 0 }
+        try await eventually { recorder.state.withLock { $0.writableCalls } > 0 }
+        #expect(recorder.state.withLock { $0.writableCalls } > 0, "the backlog write reported is gone: upstreamWritable")
+
+        try await loop.submit { connection.value.close() }.get()
+        await engine.shutdown()
+        try await server.close()
+        try await group.shutdownGracefully()
     }
 }
