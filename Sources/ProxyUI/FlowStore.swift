@@ -81,10 +81,12 @@ public final class FlowStore: FlowRecorder, Sendable {
     private func update(_ flow: FlowRecord, done: Bool) {
         let weight = FlowStore.weight(of: flow)
         let writer = PackedFlow.pack(flow)  // outside the lock; only the copy into a segment is inside
-        let (watchers, evicted) = state.withLock { state -> ([Watcher], [Flow]) in
-            let packed = done ? state.segments.store(writer.bytes) : FlowSegments.alone(writer.bytes)
-            let evicted = state.put(Flow(record: flow, done: done, packed: packed), weight: weight, limits: limits)
-            return (state.watchers.isEmpty ? [] : Array(state.watchers.values), evicted)
+        let (watchers, evicted) = writer.withBytes { bytes in
+            state.withLock { state -> ([Watcher], [Flow]) in
+                let packed = done ? state.segments.store(bytes) : FlowSegments.alone(bytes)
+                let evicted = state.put(Flow(record: flow, done: done, packed: packed), weight: weight, limits: limits)
+                return (state.watchers.isEmpty ? [] : Array(state.watchers.values), evicted)
+            }
         }
         withExtendedLifetime(evicted) {}  // released here, with the lock free
         for watcher in watchers { watcher.changed() }

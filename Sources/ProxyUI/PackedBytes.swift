@@ -14,8 +14,10 @@ struct PackedWriter: ~Copyable {
 
     deinit { base.deallocate() }
 
-    /// The bytes written so far, valid until the writer's next write or its end.
-    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+    /// Lends the bytes written so far to `body` (the writer stays alive, unchanged, while it runs).
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
 
     private mutating func reserve(_ extra: Int) {
         guard count + extra > capacity else { return }

@@ -50,7 +50,7 @@ struct PackedFlowTests {
             if let array = value as? [Any] { #expect(!array.isEmpty, "\(child.label ?? "?") is empty in the sample") }
         }
         let writer = PackedFlow.pack(record)
-        let unpacked = FlowSegments.alone(writer.bytes).record
+        let unpacked = writer.withBytes { FlowSegments.alone($0) }.record
         var before = "", after = ""
         dump(record, to: &before)
         dump(unpacked, to: &after)
@@ -66,7 +66,7 @@ struct PackedFlowTests {
     func withoutBodies() {
         var record = Self.fullRecord()
         let writer = PackedFlow.pack(record)
-        let unpacked = FlowSegments.alone(writer.bytes).unpack(bodies: false)
+        let unpacked = writer.withBytes { FlowSegments.alone($0) }.unpack(bodies: false)
         #expect(unpacked.requestBody == nil && unpacked.responseBody == nil)
         record.requestBody = nil
         record.responseBody = nil
@@ -82,7 +82,7 @@ struct PackedFlowTests {
         var before = "", after = ""
         dump(record, to: &before)
         let writer = PackedFlow.pack(record)
-        dump(FlowSegments.alone(writer.bytes).record, to: &after)
+        dump(writer.withBytes { FlowSegments.alone($0) }.record, to: &after)
         #expect(before == after)
     }
 

@@ -126,7 +126,7 @@ struct UpstreamConnectionTests {
             loop = group.next()
             recorder = ConnectionRecorder(loop: loop, onConnected: onConnected)
             try UpstreamConnectionTests.connect(engine, to: server, on: loop, recorder: recorder)
-            try await eventually { recorder.connection != nil }
+            try await eventually(timeout: .seconds(30)) { recorder.connection != nil }  // a loaded machine
         }
 
         func tearDown() async throws {
@@ -243,7 +243,7 @@ struct UpstreamConnectionTests {
             carried.withLock { $0 = connection.isCarriedByChannel }
         }
         try Self.connect(engine, to: server, on: loop, recorder: recorder)
-        try await eventually { recorder.connection != nil }
+        try await eventually(timeout: .seconds(30)) { recorder.connection != nil }  // a loaded machine
         let connection = try #require(recorder.connection)
         #expect(carried.withLock { $0 })
 
@@ -304,7 +304,7 @@ struct UpstreamConnectionTests {
         let loop = group.next()
         let recorder = ConnectionRecorder(loop: loop)
         try Self.connect(engine, to: server, on: loop, recorder: recorder)
-        try await eventually { recorder.connection != nil }
+        try await eventually(timeout: .seconds(30)) { recorder.connection != nil }  // a loaded machine
         let connection = try #require(recorder.connection)
         #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
 
