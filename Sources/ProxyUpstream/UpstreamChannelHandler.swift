@@ -24,6 +24,11 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
     private var reading = true
     private var readPending = false
     private var failure: (any Error)?
+    /// True while `write` is inside NIO (a close then is a failed write).
+    private var writing = false
+    /// A write failed, or the connection closed with bytes still to send: it is broken, and that is reported at
+    /// once even while reading is held (as the curl carrier does; what was held is dropped).
+    private var writeFailed = false
     /// Bytes NIO read while reading was held, and the close that followed them (`.some(why)`), for the resume.
     private var held = CircularBuffer<ByteBuffer>()
     private var heldClose: String?? = .none
@@ -52,7 +57,10 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
     /// are gone (`channelWritable`), however few they were: NIO's writability changes only past its water marks.
     func write(_ bytes: ByteBuffer) -> Int {
         guard let context else { return 0 }
+        // NIO reports a failed write by closing the channel, with no `errorCaught`: a close inside this call is one.
+        writing = true
         context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+        writing = false
         let waiting = bufferedBytes
         if waiting > 0 { watchDrain(context) }
         return waiting
@@ -64,8 +72,18 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
         drainWatched = true
         let promise = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)), promise: promise)
-        promise.futureResult.assumeIsolated().whenSuccess { [self] in
+        promise.futureResult.assumeIsolated().whenComplete { [self] result in
             drainWatched = false
+            if case .failure(let error) = result {
+                // The channel closed with bytes still waiting for the server (this runs before the close reaches
+                // `channelInactive`): they are lost, so the connection failed, whatever closed it (a write error,
+                // a reset, the server's close). Our own close silenced the connection first.
+                if connection != nil {
+                    if failure == nil { failure = error is ChannelError ? UpstreamWriteFailed() : error }
+                    writeFailed = true
+                }
+                return
+            }
             guard let context = self.context, context.channel.isActive else { return }
             if bufferedBytes == 0 { connection?.channelWritable() } else { watchDrain(context) }
         }
@@ -121,8 +139,12 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         guard let connection else { return }
+        if writing && failure == nil {
+            failure = UpstreamWriteFailed()
+            writeFailed = true
+        }
         let why = failure.map { "\($0)" }
-        guard reading && held.isEmpty else {
+        guard (reading && held.isEmpty) || writeFailed else {
             heldClose = .some(why)  // after the bytes held, when reading resumes
             return
         }
@@ -133,6 +155,11 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
 
 @available(*, unavailable)
 extension UpstreamChannelHandler: Sendable {}
+
+/// The connection closed while hookproxy still had bytes for the server (NIO says no more).
+struct UpstreamWriteFailed: Error, CustomStringConvertible {
+    var description: String { "the connection closed while hookproxy was sending to the server" }
+}
 
 extension UpstreamChannelHandler {
     /// Puts a duplicate of curl's `socket` on a NIO channel of `loop` and calls `done` on the loop with its handler,

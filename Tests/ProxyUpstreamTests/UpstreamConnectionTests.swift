@@ -288,6 +288,47 @@ struct UpstreamConnectionTests {
         try await group.shutdownGracefully()
     }
 
+    /// The server resets the connection while hookproxy still has bytes for it and holds reading: the failed write
+    /// is reported at once, as a failure (NIO closes the channel on a write error without `errorCaught`).
+    @Test func aFailedWriteIsReportedAsAFailureAtOnce() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let held = HeldServer()
+        let server = try await ServerBootstrap(group: group)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelInitializer { channel in
+                held.child.withLock { $0 = channel }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let engine = UpstreamEngine()
+        let loop = group.next()
+        let recorder = ConnectionRecorder(loop: loop) { $0.setReading(false) }
+        try Self.connect(engine, to: server, on: loop, recorder: recorder)
+        try await eventually(timeout: .seconds(30)) { recorder.connection != nil }  // a loaded machine
+        let connection = try #require(recorder.connection)
+        // More than the two kernels' buffers take: a backlog stays in the channel.
+        let waiting = try await loop.submit {
+            var waiting = 0
+            for _ in 0..<64 { waiting = connection.value.write(ByteBuffer(repeating: 1, count: 256 * 1024)) }
+            return waiting
+        }.get()
+        #expect(waiting > 0)
+        let child = try #require(held.child.withLock { $0 })
+        try await child.eventLoop.submit {
+            _ = (child as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0))
+            child.close(promise: nil)
+        }.get()
+        try await eventually(timeout: .seconds(10)) { recorder.state.withLock { $0.closedCalls } > 0 }
+        let state = recorder.state.withLock { $0 }
+        #expect(state.closedCalls == 1)
+        guard case .some(let closed) = state.closed else { return }
+        #expect(closed != nil, "a write the server reset is a failure, not a clean close")
+
+        await engine.shutdown()
+        try await server.close()
+        try await group.shutdownGracefully()
+    }
+
     /// `write` said bytes wait: `upstreamWritable` says when they are gone, however few they were (the curl
     /// carrier's contract), not only when NIO's write buffer crossed its high water mark.
     @Test func aSmallBacklogIsReportedGoneToo() async throws {
