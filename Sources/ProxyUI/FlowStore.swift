@@ -189,7 +189,8 @@ public final class FlowStore: FlowRecorder, Sendable {
         }
     }
 
-    /// The memory a flow holds, as counted against `maxBytes`: captured bodies, headers, URL and a fixed part.
+    /// The memory a flow holds, as counted against `maxBytes`: captured bodies and WebSocket messages, headers, URL
+    /// and a fixed part.
     static func weight(of flow: FlowRecord) -> Int {
         func size(_ headers: HeaderFields?) -> Int {
             headers?.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 } ?? 0
@@ -197,5 +198,6 @@ public final class FlowStore: FlowRecorder, Sendable {
         return (flow.requestBody?.bytes.count ?? 0) + (flow.responseBody?.bytes.count ?? 0)
             + size(flow.request.headers) + size(flow.response?.headers) + flow.url.utf8.count * 2
             + flow.events.reduce(0) { $0 + $1.action.utf8.count + $1.detail.utf8.count + 48 } + 1024
+            + (flow.webSocket?.messages.reduce(0) { $0 + $1.data.count + 48 } ?? 0)
     }
 }

@@ -59,6 +59,19 @@ struct FlowStoreTests {
         #expect(store.bytes == 0)
     }
 
+    @Test("captured WebSocket messages count against the byte budget too")
+    func webSocketBytes() {
+        let store = FlowStore(limits: .init(maxFlows: 100, maxBytes: 3 << 20))
+        for id in 1...4 {
+            var record = makeRecord(id: id)
+            record.webSocket = WebSocketLog(messages: [.init(direction: .send, time: Date(), opcode: 2, size: 1 << 20,
+                                                             data: Array(repeating: 1, count: 1 << 20))])
+            store.record(record)
+        }
+        #expect(store.count == 2, "two sessions of 1 MiB of messages each fit in 3 MiB, not four")
+        #expect(store.bytes <= 3 << 20)
+    }
+
     @Test("a flow that started and ended since the cursor is read once, at its end, even across reads")
     func latestChangeOnly() throws {
         let store = FlowStore(limits: .init(maxFlows: 3))
