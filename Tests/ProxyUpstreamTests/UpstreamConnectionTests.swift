@@ -119,9 +119,14 @@ struct UpstreamConnectionTests {
         let loop: any EventLoop
         let recorder: ConnectionRecorder
 
-        init(threads: Int, blast: Int? = nil, onConnected: @escaping (UpstreamConnection) -> Void = { _ in }) async throws {
+        init(threads: Int, blast: Int? = nil, held: HeldServer? = nil,
+             onConnected: @escaping (UpstreamConnection) -> Void = { _ in }) async throws {
             group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-            server = try await UpstreamConnectionTests.server(group: group, blast: blast)
+            if let held {
+                server = try await UpstreamConnectionTests.heldServer(group: group, held)
+            } else {
+                server = try await UpstreamConnectionTests.server(group: group, blast: blast)
+            }
             engine = UpstreamEngine()
             loop = group.next()
             recorder = ConnectionRecorder(loop: loop, onConnected: onConnected)
@@ -229,6 +234,16 @@ struct UpstreamConnectionTests {
         let child = Mutex<(any Channel)?>(nil)
     }
 
+    static func heldServer(group: any EventLoopGroup, _ held: HeldServer) async throws -> any Channel {
+        try await ServerBootstrap(group: group)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelInitializer { channel in
+                held.child.withLock { $0 = channel }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
     /// The server sends a little and closes while the caller holds reading: nothing may reach the caller, and the
     /// close not either, until it reads again (the curl carrier holds both: it does not even look at the socket).
     @Test func aServerThatSendsAndClosesWhileReadsAreHeldWaitsForTheResume() async throws {
@@ -291,20 +306,9 @@ struct UpstreamConnectionTests {
     /// The server resets the connection while hookproxy still has bytes for it and holds reading: the failed write
     /// is reported at once, as a failure (NIO closes the channel on a write error without `errorCaught`).
     @Test func aFailedWriteIsReportedAsAFailureAtOnce() async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let held = HeldServer()
-        let server = try await ServerBootstrap(group: group)
-            .childChannelOption(.autoRead, value: false)
-            .childChannelInitializer { channel in
-                held.child.withLock { $0 = channel }
-                return channel.eventLoop.makeSucceededVoidFuture()
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        let engine = UpstreamEngine()
-        let loop = group.next()
-        let recorder = ConnectionRecorder(loop: loop) { $0.setReading(false) }
-        try Self.connect(engine, to: server, on: loop, recorder: recorder)
-        try await eventually(timeout: .seconds(30)) { recorder.connection != nil }  // a loaded machine
+        let setup = try await Setup(threads: 1, held: held) { $0.setReading(false) }
+        let (loop, recorder) = (setup.loop, setup.recorder)
         let connection = try #require(recorder.connection)
         // More than the two kernels' buffers take: a backlog stays in the channel.
         let waiting = try await loop.submit {
@@ -323,29 +327,15 @@ struct UpstreamConnectionTests {
         #expect(state.closedCalls == 1)
         guard case .some(let closed) = state.closed else { return }
         #expect(closed != nil, "a write the server reset is a failure, not a clean close")
-
-        await engine.shutdown()
-        try await server.close()
-        try await group.shutdownGracefully()
+        try await setup.tearDown()
     }
 
     /// `write` said bytes wait: `upstreamWritable` says when they are gone, however few they were (the curl
     /// carrier's contract), not only when NIO's write buffer crossed its high water mark.
     @Test func aSmallBacklogIsReportedGoneToo() async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let held = HeldServer()
-        let server = try await ServerBootstrap(group: group)
-            .childChannelOption(.autoRead, value: false)
-            .childChannelInitializer { channel in
-                held.child.withLock { $0 = channel }
-                return channel.eventLoop.makeSucceededVoidFuture()
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        let engine = UpstreamEngine()
-        let loop = group.next()
-        let recorder = ConnectionRecorder(loop: loop)
-        try Self.connect(engine, to: server, on: loop, recorder: recorder)
-        try await eventually(timeout: .seconds(30)) { recorder.connection != nil }  // a loaded machine
+        let setup = try await Setup(threads: 1, held: held)
+        let (loop, recorder) = (setup.loop, setup.recorder)
         let connection = try #require(recorder.connection)
         #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
 
@@ -367,8 +357,6 @@ struct UpstreamConnectionTests {
         #expect(recorder.state.withLock { $0.writableCalls } > 0, "the backlog write reported is gone: upstreamWritable")
 
         try await loop.submit { connection.value.close() }.get()
-        await engine.shutdown()
-        try await server.close()
-        try await group.shutdownGracefully()
+        try await setup.tearDown()
     }
 }
