@@ -1,5 +1,6 @@
 import Foundation
 import Crypto
+import ProxyModel
 
 /// A client's `Authorization: Digest …` answer (RFC 7616, MD5, qop=auth), parsed and checkable. Any thread.
 struct DigestAnswer {
@@ -8,7 +9,7 @@ struct DigestAnswer {
 
     init?(_ header: String) {
         guard header.lowercased().hasPrefix("digest ") else { return nil }
-        parameters = DigestAnswer.parse(header.dropFirst(7))
+        parameters = AuthParameters.parse(header.dropFirst(7))
     }
 
     /// Recomputes the response hash from the password the route was given and compares.
@@ -28,33 +29,5 @@ struct DigestAnswer {
             let hex = String(byte, radix: 16)
             return byte < 16 ? "0" + hex : hex
         }.joined()
-    }
-
-    /// `key=value, key="quoted, value"` pairs; keys lower-cased.
-    static func parse(_ text: Substring) -> [String: String] {
-        var result: [String: String] = [:]
-        var index = text.startIndex
-        while index < text.endIndex {
-            while index < text.endIndex, text[index] == " " || text[index] == "," { index = text.index(after: index) }
-            guard let equals = text[index...].firstIndex(of: "=") else { break }
-            let key = text[index..<equals].trimmingCharacters(in: .whitespaces).lowercased()
-            index = text.index(after: equals)
-            var value = ""
-            if index < text.endIndex, text[index] == "\"" {
-                index = text.index(after: index)
-                while index < text.endIndex, text[index] != "\"" {
-                    if text[index] == "\\" { index = text.index(after: index); if index == text.endIndex { break } }
-                    value.append(text[index])
-                    index = text.index(after: index)
-                }
-                if index < text.endIndex { index = text.index(after: index) }
-            } else {
-                let end = text[index...].firstIndex(of: ",") ?? text.endIndex
-                value = text[index..<end].trimmingCharacters(in: .whitespaces)
-                index = end
-            }
-            result[key] = value
-        }
-        return result
     }
 }

@@ -79,8 +79,8 @@ public final class FlowStore: FlowRecorder, Sendable {
     }
 
     private func update(_ flow: FlowRecord, done: Bool) {
-        let weight = FlowStore.weight(of: flow)
         let writer = PackedFlow.pack(flow)  // outside the lock; only the copy into a segment is inside
+        let weight = writer.count + FlowStore.fixedWeight
         let (watchers, evicted) = writer.withBytes { bytes in
             state.withLock { state -> ([Watcher], [Flow]) in
                 let packed = done ? state.segments.store(bytes) : FlowSegments.alone(bytes)
@@ -189,15 +189,7 @@ public final class FlowStore: FlowRecorder, Sendable {
         }
     }
 
-    /// The memory a flow holds, as counted against `maxBytes`: captured bodies and WebSocket messages, headers, URL
-    /// and a fixed part.
-    static func weight(of flow: FlowRecord) -> Int {
-        func size(_ headers: HeaderFields?) -> Int {
-            headers?.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 } ?? 0
-        }
-        return (flow.requestBody?.bytes.count ?? 0) + (flow.responseBody?.bytes.count ?? 0)
-            + size(flow.request.headers) + size(flow.response?.headers) + flow.url.utf8.count * 2
-            + flow.events.reduce(0) { $0 + $1.action.utf8.count + $1.detail.utf8.count + 48 } + 1024
-            + (flow.webSocket?.messages.reduce(0) { $0 + $1.data.count + 48 } ?? 0)
-    }
+    /// What a flow holds beyond its packed bytes (its entries in the store's tables), as counted against
+    /// `maxBytes`: a flow weighs its packed size (bodies, WebSocket messages, headers, URL…) plus this.
+    static let fixedWeight = 512
 }

@@ -69,42 +69,34 @@ final class EventStream {
         }
     }
 
-    /// Writes what changed since the cursor, while the client keeps up: each read of the store's changes goes out
-    /// as one buffer.
+    /// Writes what changed since the cursor, while the client keeps up: one buffer, one flush per drain.
     func drain() {
         signal.drained()
         guard !ended, let handler else { return }
-        var wrote = false
+        var events = ByteBufferAllocator().buffer(capacity: 0)
         // A drain right after a full batch comes too soon for a second look: only those deferred an interval ago.
         let now = eventLoop.now
-        if let first = young.first, now - first.seen >= EventStream.coalescing, handler.isWritable {
-            var events = ByteBufferAllocator().buffer(capacity: 0)
+        if handler.isWritable {
             let due = young.prefix { now - $0.seen >= EventStream.coalescing }
             young.removeFirst(due.count)
             for flow in due { append(.flow(flow.id), to: &events, secondLook: true) }
-            if events.readableBytes > 0 {
-                handler.send(.body(.byteBuffer(events)))
-                wrote = true
-            }
         }
         while handler.isWritable {
             let (changes, next) = viewer.store.changes(since: cursor, limit: EventStream.batch)
             if next == cursor { break }
             let windowWasFull = next - cursor >= EventStream.batch  // (changes are deduplicated: count them so)
             cursor = next
-            var events = ByteBufferAllocator().buffer(capacity: 0)
             for change in changes { append(change, to: &events, secondLook: false) }
-            if events.readableBytes > 0 {
-                handler.send(.body(.byteBuffer(events)))
-                wrote = true
-            }
             if windowWasFull {
                 // more may wait: let the loop serve others first
                 eventLoop.assumeIsolated().execute { [weak self] in self?.drain() }
                 break
             }
         }
-        if wrote { handler.flush() }
+        if events.readableBytes > 0 {
+            handler.send(.body(.byteBuffer(events)))
+            handler.flush()
+        }
         if !young.isEmpty { signal.changed() }  // look at them again after the coalescing interval
     }
 

@@ -52,7 +52,7 @@ enum HandshakeChallenge {
             for part in splitChallenges(value) {
                 let words = part.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
                 guard let scheme = words.first else { continue }
-                found.append((scheme.lowercased(), words.count > 1 ? parameters(words[1]) : [:]))
+                found.append((scheme.lowercased(), words.count > 1 ? AuthParameters.parse(words[1]) : [:]))
             }
         }
         return found
@@ -81,38 +81,6 @@ enum HandshakeChallenge {
         }
         parts.append(value[start...])
         return parts.map { $0.drop { $0 == " " } }.filter { !$0.isEmpty }
-    }
-
-    /// `name=value, name="quoted, \"value\""` pairs; names lower-cased.
-    static func parameters(_ text: Substring) -> [String: String] {
-        var result: [String: String] = [:]
-        var index = text.startIndex
-        while index < text.endIndex {
-            while index < text.endIndex, text[index] == " " || text[index] == "," { index = text.index(after: index) }
-            guard let equals = text[index...].firstIndex(of: "=") else { break }
-            let name = text[index..<equals].trimmingCharacters(in: .whitespaces).lowercased()
-            index = text.index(after: equals)
-            while index < text.endIndex, text[index] == " " { index = text.index(after: index) }
-            var value = ""
-            if index < text.endIndex, text[index] == "\"" {
-                index = text.index(after: index)
-                while index < text.endIndex, text[index] != "\"" {
-                    if text[index] == "\\" {
-                        index = text.index(after: index)
-                        if index == text.endIndex { break }
-                    }
-                    value.append(text[index])
-                    index = text.index(after: index)
-                }
-                if index < text.endIndex { index = text.index(after: index) }
-            } else {
-                let end = text[index...].firstIndex(of: ",") ?? text.endIndex
-                value = text[index..<end].trimmingCharacters(in: .whitespaces)
-                index = end
-            }
-            result[name] = value
-        }
-        return result
     }
 
     /// The `Authorization: Digest …` value (RFC 7616 §3.4), or nil for an algorithm or qop it does not speak
