@@ -8,8 +8,9 @@ import ProxyModel
 /// Everything about it runs on `loop`: adding, pausing, resuming and removing transfers, every curl callback (so a
 /// transfer's delegate hears from curl on the same thread as the client connection that started it), and each
 /// `curl_multi_socket_action`, which touches only the socket that is ready (not every transfer, as
-/// `curl_multi_perform` would). The `SocketWatcher` says when a socket is ready; curl's timer becomes a scheduled
-/// task on the loop. Cached connections (and DNS answers) live in the multi handle, so a client connection's
+/// `curl_multi_perform` would). The loop polls its own set of curl's sockets while it is busy, and leaves the set to
+/// the `SocketWatcher` thread, which wakes it, only while it is idle; curl's timer becomes a scheduled task on the
+/// loop. Cached connections (and DNS answers) live in the multi handle, so a client connection's
 /// requests reuse the upstream connections of earlier requests on the same loop.
 ///
 /// `@unchecked Sendable`: its mutable state is touched only on `loop` (asserted); other threads reach it only by
@@ -18,6 +19,7 @@ final class LoopEngine: @unchecked Sendable {
     let loop: any EventLoop
     private let multi: UnsafeMutableRawPointer
     private let watcher: SocketWatcher
+    private let socketSet = LoopSocketSet()
     private let statistics: UpstreamStatisticsCounter
     private var index: UInt32 = 0
 
@@ -29,6 +31,12 @@ final class LoopEngine: @unchecked Sendable {
     private var sockets: [Int32: (events: UInt32, armed: Bool)] = [:]
     /// Connections curl made and handed over (connect-only transfers), by socket: their readiness is theirs.
     private var handedOver: [Int32: UpstreamConnection] = [:]
+    /// True while the loop itself polls `socketSet` (a poll is queued as its next task); false while the watcher
+    /// waits on the set for it.
+    private var polling = false
+    /// Polls in a row that found nothing: at `idlePollsBeforeSleep` the loop hands the set back to the watcher.
+    private var idlePolls = 0
+    private static let idlePollsBeforeSleep = 2
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// True while curl runs (inside it, transfers must not be added or removed: those wait for the next turn).
@@ -57,6 +65,7 @@ final class LoopEngine: @unchecked Sendable {
             return 0
         }
         index = watcher.register(self)
+        watcher.arm(socketSet, index: index)
     }
 
     /// Runs `work` on the loop: now when called there outside curl, else as the loop's next task. Any thread.
@@ -123,35 +132,56 @@ final class LoopEngine: @unchecked Sendable {
         idleHandles.removeAll()
         multiFreed = true
         curl_multi_cleanup(multi)  // closes the cached connections (each one's socket callback forgets it)
-        for socket in sockets.keys { watcher.forget(socket) }
+        for socket in sockets.keys { socketSet.forget(socket) }
         sockets.removeAll()
+        watcher.forget(socketSet)
     }
 
     // MARK: - readiness and time (loop)
 
-    /// The watcher found these sockets ready. Any thread: hops to the loop.
-    func socketsReady(_ ready: [SocketWatcher.Ready]) {
+    /// One of the set's sockets is ready while the loop slept. The watcher thread: hops to the loop, which polls
+    /// from now on until it finds nothing again.
+    func wake() {
         loop.execute { [self] in
-            guard !stopped else { return }
-            for socket in ready {
-                if let connection = handedOver[socket.socket] {
-                    let readable = socket.events & (hp_epollin() | hp_epollhup() | hp_epollrdhup() | hp_epollerr()) != 0
-                    connection.ready(events: socket.events, readable: readable, writable: socket.events & hp_epollout() != 0)
-                    continue
-                }
-                sockets[socket.socket]?.armed = false
-                var mask: Int32 = 0
-                if socket.events & (hp_epollin() | hp_epollhup() | hp_epollrdhup()) != 0 { mask |= hp_cselect_in() }
-                if socket.events & hp_epollout() != 0 { mask |= hp_cselect_out() }
-                if socket.events & hp_epollerr() != 0 { mask |= hp_cselect_err() }
-                act(on: socket.socket, mask: mask)
-                // Curl may have re-registered it meanwhile (armed again) or let it go (gone).
-                if let watch = sockets[socket.socket], !watch.armed {
-                    sockets[socket.socket]?.armed = true
-                    watcher.watch(socket.socket, events: watch.events, index: index, isNew: false)
-                }
-            }
-            collectFinished()
+            guard !polling else { return }  // already polling (its next poll hands the set back)
+            polling = true
+            idlePolls = 0
+            poll()
+        }
+    }
+
+    /// Lets curl act on every socket of the set that is ready now. While polls find work, the next poll is queued
+    /// as the loop's next task (NIO then checks its own sockets without sleeping, and the loop comes back here);
+    /// after `idlePollsBeforeSleep` empty polls the set goes back to the watcher and the loop may sleep.
+    private func poll() {
+        guard !stopped else { return }
+        let found = socketSet.poll { ready in handle(ready) }
+        if found > 0 { collectFinished() }
+        idlePolls = found > 0 ? 0 : idlePolls + 1
+        if idlePolls < LoopEngine.idlePollsBeforeSleep {
+            loop.execute { [self] in poll() }
+        } else {
+            polling = false
+            watcher.arm(socketSet, index: index)
+        }
+    }
+
+    private func handle(_ socket: LoopSocketSet.Ready) {
+        if let connection = handedOver[socket.socket] {
+            let readable = socket.events & (hp_epollin() | hp_epollhup() | hp_epollrdhup() | hp_epollerr()) != 0
+            connection.ready(events: socket.events, readable: readable, writable: socket.events & hp_epollout() != 0)
+            return
+        }
+        sockets[socket.socket]?.armed = false
+        var mask: Int32 = 0
+        if socket.events & (hp_epollin() | hp_epollhup() | hp_epollrdhup()) != 0 { mask |= hp_cselect_in() }
+        if socket.events & hp_epollout() != 0 { mask |= hp_cselect_out() }
+        if socket.events & hp_epollerr() != 0 { mask |= hp_cselect_err() }
+        act(on: socket.socket, mask: mask)
+        // Curl may have re-registered it meanwhile (armed again) or let it go (gone).
+        if let watch = sockets[socket.socket], !watch.armed {
+            sockets[socket.socket]?.armed = true
+            socketSet.watch(socket.socket, events: watch.events, isNew: false)
         }
     }
 
@@ -163,7 +193,7 @@ final class LoopEngine: @unchecked Sendable {
     /// CURLMOPT_SOCKETFUNCTION: watch `socket` for what curl wants, or stop watching it.
     private func curlWatches(_ socket: Int32, what: Int32) {
         if what == hp_poll_remove() {
-            if sockets.removeValue(forKey: socket) != nil { watcher.forget(socket) }
+            if sockets.removeValue(forKey: socket) != nil { socketSet.forget(socket) }
             return
         }
         var events: UInt32 = hp_epollrdhup()
@@ -171,7 +201,7 @@ final class LoopEngine: @unchecked Sendable {
         if what & hp_poll_out() != 0 { events |= hp_epollout() }
         let isNew = sockets[socket] == nil
         sockets[socket] = (events, true)
-        watcher.watch(socket, events: events, index: index, isNew: isNew)
+        socketSet.watch(socket, events: events, isNew: isNew)
     }
 
     /// CURLMOPT_TIMERFUNCTION: curl wants `socket_action(TIMEOUT)` in `timeoutMs` (-1: no timer needed).
@@ -281,14 +311,14 @@ final class LoopEngine: @unchecked Sendable {
     /// Watches a handed-over connection's socket once for `events`.
     func watch(_ connection: UpstreamConnection, events: UInt32, isNew: Bool) {
         guard !stopped, handedOver[connection.socket] === connection else { return }
-        watcher.watch(connection.socket, events: events, index: index, isNew: isNew)
+        socketSet.watch(connection.socket, events: events, isNew: isNew)
     }
 
     /// A handed-over connection is done: curl closes it as its handle leaves the multi handle (curl ≥ 7.85).
     func release(_ connection: UpstreamConnection, easy: CurlEasy) {
         if handedOver[connection.socket] === connection {
             handedOver.removeValue(forKey: connection.socket)
-            watcher.forget(connection.socket)
+            socketSet.forget(connection.socket)
         }
         if !multiFreed { runCurl { _ = curl_multi_remove_handle(multi, easy.handle) } }
     }

@@ -2,22 +2,17 @@ internal import CEpoll
 import Glibc
 import Synchronization
 
-/// Tells each event loop's curl multi handle when one of its sockets is ready, so that curl's I/O runs on the loop.
+/// Wakes an event loop that sleeps while one of its curl sockets becomes ready.
 ///
-/// SwiftNIO has no public way to add a descriptor it does not own to an event loop's selector, so the sockets curl
-/// asks to watch go into one epoll set, and one thread does nothing but wait on it: a ready socket is handed to its
-/// loop (`EventLoop.execute`, batched per wake-up), where `curl_multi_socket_action` reads or writes it. Every
-/// socket is registered one-shot: the kernel reports it once, and its loop re-arms it after curl had its turn, so
-/// the waiting thread never spins while a busy loop catches up.
+/// SwiftNIO has no public way to add a descriptor it does not own to an event loop's selector. So each loop keeps
+/// curl's sockets in an epoll set of its own (`LoopSocketSet`), which it polls itself, without waiting, while it is
+/// busy: under load a request never changes thread. When the loop finds nothing more and would sleep, it hands the
+/// set to this watcher: one thread that waits on every handed-over set and wakes the set's loop
+/// (`EventLoop.execute`) when the set has something ready. Each set is registered one-shot, so the watcher wakes
+/// its loop once, and the loop hands the set back when it goes idle again.
 ///
-/// Registration calls (`watch`, `forget`) come from the loops; `epoll_ctl` is thread-safe.
+/// Registration calls (`arm`, `forget`) come from the loops; `epoll_ctl` is thread-safe.
 final class SocketWatcher: Sendable {
-    /// A ready socket, as the waiting thread reports it: which loop engine, which descriptor, which events.
-    struct Ready {
-        var socket: Int32
-        var events: UInt32
-    }
-
     private let epoll: Int32
     private let wakeup: Int32
     /// The loop engines, by the index in the upper half of each registration's data.
@@ -54,22 +49,18 @@ final class SocketWatcher: Sendable {
         return index
     }
 
-    /// Watches `socket` for `events` (EPOLLIN/EPOLLOUT bits) once, for the engine at `index`. Re-arms it if it was
-    /// reported already. Returns false when the kernel refused (the socket is gone).
-    @discardableResult
-    func watch(_ socket: Int32, events: UInt32, index: UInt32, isNew: Bool) -> Bool {
-        let flags = events | hp_epolloneshot()
-        let data = UInt64(index) << 32 | UInt64(UInt32(bitPattern: socket))
-        let first = isNew ? hp_epoll_add : hp_epoll_modify
-        if first(epoll, socket, flags, data) == 0 { return true }
-        // curl may reuse a descriptor number we still hold, or hand back one we dropped: try the other verb.
-        let second = isNew ? hp_epoll_modify : hp_epoll_add
-        return second(epoll, socket, flags, data) == 0
+    /// Waits on `set` for the engine at `index` until one of its sockets is ready, then wakes that engine once.
+    /// Re-arms it if it was reported already.
+    func arm(_ set: LoopSocketSet, index: UInt32) {
+        let flags = hp_epollin() | hp_epolloneshot()
+        if hp_epoll_modify(epoll, set.descriptor, flags, UInt64(index)) != 0 {
+            _ = hp_epoll_add(epoll, set.descriptor, flags, UInt64(index))
+        }
     }
 
-    /// Stops watching `socket` (curl is done with it; closing it would also drop it from the set).
-    func forget(_ socket: Int32) {
-        _ = hp_epoll_delete(epoll, socket)
+    /// Stops waiting on `set` (its engine stopped).
+    func forget(_ set: LoopSocketSet) {
+        _ = hp_epoll_delete(epoll, set.descriptor)
     }
 
     /// Asks the waiting thread to end, and returns at once. Any thread; call once or more.
@@ -116,7 +107,7 @@ final class SocketWatcher: Sendable {
         let capacity = 256
         var events = [UInt32](repeating: 0, count: capacity)
         var datas = [UInt64](repeating: 0, count: capacity)
-        var batches: [UInt32: [Ready]] = [:]
+        var woken: [UInt32] = []
         waiting: while true {
             let count = hp_epoll_wait(epoll, &events, &datas, Int32(capacity), -1)
             if count < 0 {
@@ -124,16 +115,14 @@ final class SocketWatcher: Sendable {
                 break
             }
             for i in 0..<Int(count) {
-                let data = datas[i]
-                if data == SocketWatcher.wakeupToken { break waiting }
-                let ready = Ready(socket: Int32(bitPattern: UInt32(truncatingIfNeeded: data)), events: events[i])
-                batches[UInt32(truncatingIfNeeded: data >> 32), default: []].append(ready)
+                if datas[i] == SocketWatcher.wakeupToken { break waiting }
+                woken.append(UInt32(truncatingIfNeeded: datas[i]))
             }
             let known = engines.withLock { $0 }
-            for (index, ready) in batches where Int(index) < known.count {
-                known[Int(index)].socketsReady(ready)
+            for index in woken where Int(index) < known.count {
+                known[Int(index)].wake()
             }
-            batches.removeAll(keepingCapacity: true)
+            woken.removeAll(keepingCapacity: true)
         }
         engines.withLock { $0.removeAll() }  // breaks the engines' references back to this watcher
         let waiters = state.withLock { state in
