@@ -148,7 +148,10 @@ public final class ProxyServer: Sendable {
         let upstream = context.engine.statistics
         if upstream.transfers > 0 {
             let reused = (upstream.reuseRate * 1000).rounded() / 10
-            context.logger.info("upstream: \(upstream.transfers) requests, \(upstream.newConnections) new connections (\(reused)% reused one)")
+            context.logger.info("""
+                upstream: \(upstream.transfers) requests, \(upstream.newConnections) new connections (\(reused)% reused one); \
+                \(upstream.readySockets) socket events, \(upstream.wakeups) of them woke a sleeping event loop
+                """)
         }
         try? await context.shutdownPools()
         context.configuration.recorder?.close()

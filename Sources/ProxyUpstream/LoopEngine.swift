@@ -144,6 +144,7 @@ final class LoopEngine: @unchecked Sendable {
     func wake() {
         loop.execute { [self] in
             guard !polling else { return }  // already polling (its next poll hands the set back)
+            statistics.countWakeup()
             polling = true
             idlePolls = 0
             poll()
@@ -156,7 +157,10 @@ final class LoopEngine: @unchecked Sendable {
     private func poll() {
         guard !stopped else { return }
         let found = socketSet.poll { ready in handle(ready) }
-        if found > 0 { collectFinished() }
+        if found > 0 {
+            statistics.count(readySockets: found)
+            collectFinished()
+        }
         idlePolls = found > 0 ? 0 : idlePolls + 1
         if idlePolls < LoopEngine.idlePollsBeforeSleep {
             loop.execute { [self] in poll() }

@@ -96,10 +96,16 @@ public final class UpstreamEngine: Sendable {
 public struct UpstreamStatistics: Sendable, Hashable {
     public var transfers: Int
     public var newConnections: Int
+    /// Upstream sockets found ready, and how many times the watcher thread had to wake a sleeping loop for one:
+    /// the rest were found by a busy loop's own polls, with no thread hop.
+    public var readySockets: Int
+    public var wakeups: Int
 
-    public init(transfers: Int, newConnections: Int) {
+    public init(transfers: Int, newConnections: Int, readySockets: Int = 0, wakeups: Int = 0) {
         self.transfers = transfers
         self.newConnections = newConnections
+        self.readySockets = readySockets
+        self.wakeups = wakeups
     }
 
     /// The share of transfers that found a connection ready, 0…1 (1 when none ran).
@@ -112,13 +118,25 @@ public struct UpstreamStatistics: Sendable, Hashable {
 final class UpstreamStatisticsCounter: Sendable {
     private let transfers = Atomic<Int>(0)
     private let newConnections = Atomic<Int>(0)
+    private let readySockets = Atomic<Int>(0)
+    private let wakeups = Atomic<Int>(0)
 
     func count(newConnections connections: Int) {
         transfers.wrappingAdd(1, ordering: .relaxed)
         if connections > 0 { newConnections.wrappingAdd(connections, ordering: .relaxed) }
     }
 
+    func count(readySockets count: Int) {
+        readySockets.wrappingAdd(count, ordering: .relaxed)
+    }
+
+    func countWakeup() {
+        wakeups.wrappingAdd(1, ordering: .relaxed)
+    }
+
     var snapshot: UpstreamStatistics {
-        UpstreamStatistics(transfers: transfers.load(ordering: .relaxed), newConnections: newConnections.load(ordering: .relaxed))
+        UpstreamStatistics(
+            transfers: transfers.load(ordering: .relaxed), newConnections: newConnections.load(ordering: .relaxed),
+            readySockets: readySockets.load(ordering: .relaxed), wakeups: wakeups.load(ordering: .relaxed))
     }
 }

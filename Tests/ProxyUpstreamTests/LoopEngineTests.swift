@@ -123,3 +123,40 @@ struct LoopEngineTests {
         try await origin.shutdown()
     }
 }
+
+/// A busy loop polls its own set of curl's sockets (issue 14: no thread change on the hot path); the watcher thread
+/// only wakes a loop that went to sleep.
+@Suite(.timeLimit(.minutes(2)))
+struct LoopPollingTests {
+    @Test func aBusyLoopFindsReadySocketsWithoutTheWatcher() async throws {
+        let origin = try await TestOrigin.start()
+        let engine = UpstreamEngine()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        // 16 clients on one loop, 40 requests each, one after another: answers arrive while the loop is at work.
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for _ in 0..<16 {
+                tasks.addTask {
+                    for _ in 0..<40 {
+                        let delegate = TestDelegate()
+                        let request = UpstreamRequest(
+                            head: RequestHead(method: "GET", url: ProxyURL(string: "\(origin.baseURL)/bytes/1000")!),
+                            body: .none, settings: UpstreamSettings())
+                        _ = engine.start(request, delegate: delegate, on: loop)
+                        let outcome = try #require(await delegate.waitForCompletion())
+                        #expect(outcome.error == nil)
+                    }
+                }
+            }
+            try await tasks.waitForAll()
+        }
+        let statistics = engine.statistics
+        #expect(statistics.transfers == 640)
+        // Some of the ready sockets were found by the loop's own polls, not through a wake-up by the watcher.
+        #expect(statistics.readySockets > 0)
+        #expect(statistics.wakeups < statistics.readySockets)
+        await engine.shutdown()
+        try await group.shutdownGracefully()
+        try await origin.shutdown()
+    }
+}

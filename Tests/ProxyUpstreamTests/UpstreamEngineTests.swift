@@ -133,7 +133,8 @@ struct UpstreamEngineTests {
             }
             #expect(origin.acceptedConnections == 1)
             #expect(origin.requests.map(\.connection) == [1, 1, 1])
-            #expect(engine.statistics == UpstreamStatistics(transfers: 3, newConnections: 1))
+            #expect(engine.statistics.transfers == 3)
+            #expect(engine.statistics.newConnections == 1)
         }
     }
 
