@@ -53,13 +53,18 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
         return (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
     }
 
-    /// Writes and flushes `bytes`; returns the bytes still queued. When some are, the connection hears when all
-    /// are gone (`channelWritable`), however few they were: NIO's writability changes only past its water marks.
-    func write(_ bytes: ByteBuffer) -> Int {
+    /// Queues `bytes` on the channel; they go out at the next `flush`.
+    func queue(_ bytes: ByteBuffer) {
+        context?.write(wrapOutboundOut(bytes), promise: nil)
+    }
+
+    /// Sends what was queued; returns the bytes still waiting. When some are, the connection hears when all are
+    /// gone (`channelWritable`), however few they were: NIO's writability changes only past its water marks.
+    func flush() -> Int {
         guard let context else { return 0 }
         // NIO reports a failed write by closing the channel, with no `errorCaught`: a close inside this call is one.
         writing = true
-        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+        context.flush()
         writing = false
         let waiting = bufferedBytes
         if waiting > 0 { watchDrain(context) }

@@ -72,19 +72,34 @@ public final class UpstreamConnection {
         channel = handler
     }
 
-    /// Queues `bytes` for the server and sends what the socket takes now. Returns the bytes still waiting (call
-    /// `upstreamWritable` tells when they are gone).
+    /// Queues `bytes` for the server and, with `flush` (the default), sends what the socket takes now. Returns the
+    /// bytes still waiting (`upstreamWritable` tells when they are gone). Queue the pieces of one message with
+    /// `flush: false` and flush after the last: they then leave in one send (one TCP segment, one TLS record).
     @discardableResult
-    public func write(_ bytes: ByteBuffer) -> Int {
+    public func write(_ bytes: ByteBuffer, flush: Bool = true) -> Int {
         loop.preconditionInEventLoop()
-        guard isOpen, bytes.readableBytes > 0 else { return bufferedBytes }
-        if let channel {
-            bufferedBytes = channel.write(bytes)
-            return bufferedBytes
+        guard isOpen else { return bufferedBytes }
+        if bytes.readableBytes > 0 {
+            if let channel {
+                channel.queue(bytes)
+            } else {
+                pending.append(bytes)
+                bufferedBytes += bytes.readableBytes
+            }
         }
-        pending.append(bytes)
-        bufferedBytes += bytes.readableBytes
-        sendPending()
+        return flush ? self.flush() : bufferedBytes
+    }
+
+    /// Sends what `write(_:flush: false)` queued, as far as the socket takes it now. Returns the bytes still waiting.
+    @discardableResult
+    public func flush() -> Int {
+        loop.preconditionInEventLoop()
+        guard isOpen else { return bufferedBytes }
+        if let channel {
+            bufferedBytes = channel.flush()
+        } else if !pending.isEmpty {
+            sendPending()
+        }
         return bufferedBytes
     }
 
@@ -131,6 +146,7 @@ public final class UpstreamConnection {
         // The raw handle, not the `CurlEasy`: a reference held here would outlive a `finish` called meanwhile.
         guard let handle = easy?.handle else { return }
         let hadBacklog = bufferedBytes > 0
+        joinSmallPieces()
         while var first = pending.first {
             var sent = 0
             let code = first.withUnsafeReadableBytes { bytes in
@@ -149,6 +165,20 @@ public final class UpstreamConnection {
         }
         arm()
         if hadBacklog && pending.isEmpty { delegate?.upstreamWritable() }
+    }
+
+    /// Joins the first queued pieces into one while they are small (a frame's header and its payload), so that they
+    /// go to curl in one send: one TLS record and one segment, not one per piece.
+    private func joinSmallPieces() {
+        let limit = 16 * 1024
+        guard pending.count > 1, let first = pending.first, let second = pending.dropFirst().first,
+              first.readableBytes + second.readableBytes <= limit else { return }
+        var joined = ByteBufferAllocator().buffer(capacity: first.readableBytes + second.readableBytes)
+        while let next = pending.first, joined.readableBytes + next.readableBytes <= limit {
+            joined.writeImmutableBuffer(next)
+            pending.removeFirst()
+        }
+        pending.prepend(joined)
     }
 
     /// Reads what is there now, up to a bound per turn so one busy connection does not hold the loop. Reading
