@@ -143,7 +143,9 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         guard let codec = upstreamCodec else { return }
         do {
             try codec.writeOutbound(frame)
-            while let bytes = try codec.readOutbound(as: ByteBuffer.self) { upstream.write(bytes) }
+            // The encoder gives the header and the payload apart: one send for both.
+            while let bytes = try codec.readOutbound(as: ByteBuffer.self) { upstream.write(bytes, flush: false) }
+            upstream.flush()
         } catch {
             end(WebSocketLog.Close(code: 1011, reason: "hookproxy: cannot write to the server: \(error)", by: .client))
         }
@@ -154,26 +156,28 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     /// What to forward for `frame` (nothing while a message an edit waits for is incomplete), with the log updated.
     private func process(_ frame: WebSocketFrame, flow: inout MessageFlow) -> [WebSocketFrame] {
         let towardServer = flow.direction == .send
-        switch frame.opcode {
+        let key = frame.maskKey
+        let plain = frame.unmaskedFrame  // unmasked once, for the log, the rules and the encoder
+        switch plain.opcode {
         case .connectionClose:
             if log.close == nil {
-                var data = frame.unmaskedData
+                var data = plain.data
                 let code = data.readInteger(as: UInt16.self).map(Int.init)
                 let reason = data.readString(length: data.readableBytes) ?? ""
                 log.close = WebSocketLog.Close(code: code, reason: reason, by: towardServer ? .client : .server)
             }
-            return [WebSocketSession.forwardable(frame, towardServer: towardServer)]
+            return [WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)]
         case .ping, .pong:
-            return [WebSocketSession.forwardable(frame, towardServer: towardServer)]
+            return [WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)]
         default:
-            let result = flow.take(frame)
+            let result = flow.take(plain)
             if let message = result.message { logMessage(message) }
             if let failure = result.failure {
                 // The receiver's window is hookproxy's now: a message it cannot compress again ends the session.
                 end(WebSocketLog.Close(code: 1009, reason: failure, by: towardServer ? .client : .server))
                 return []
             }
-            return result.forward.map { WebSocketSession.forwardable($0, towardServer: towardServer) }
+            return result.forward.map { WebSocketSession.forwardable($0, towardServer: towardServer, key: key) }
         }
     }
 
@@ -195,14 +199,13 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
                                                  truncated: message.truncated || kept.count < message.data.readableBytes))
     }
 
-    /// The frame as it goes on: toward the server masked (with the client's key when it had one, so the bytes are
-    /// the client's), toward the client unmasked.
-    static func forwardable(_ frame: WebSocketFrame, towardServer: Bool) -> WebSocketFrame {
-        if !towardServer && frame.maskKey == nil { return frame }
-        // NIO's decoder leaves the data masked and its encoder masks: hand the encoder the plain data.
-        let key: WebSocketMaskingKey? = towardServer ? (frame.maskKey ?? .random()) : nil
-        return WebSocketFrame(fin: frame.fin, rsv1: frame.rsv1, rsv2: frame.rsv2, rsv3: frame.rsv3, opcode: frame.opcode,
-                              maskKey: key, data: frame.unmaskedData)
+    /// An unmasked frame as it goes on: toward the server masked (with the client's `key` when it had one, so the
+    /// bytes are the client's), toward the client unmasked. NIO's encoder masks a frame that has a key.
+    static func forwardable(_ frame: WebSocketFrame, towardServer: Bool, key: WebSocketMaskingKey?) -> WebSocketFrame {
+        guard towardServer else { return frame }
+        var masked = frame
+        masked.maskKey = key ?? .random()
+        return masked
     }
 
     // MARK: - the end
