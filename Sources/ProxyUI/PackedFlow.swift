@@ -32,17 +32,14 @@ struct PackedFlow: Sendable {
         }
     }
 
-    /// About the packed size, a little over for the common record (a first guess too small would copy the bytes
-    /// once more as the array grows).
+    /// A first guess at the packed size, from sizes known without walking the headers (`count`s, bodies): over
+    /// for the common record; a header-heavy one grows the writer once more.
     static func estimatedSize(of record: FlowRecord) -> Int {
-        func size(_ headers: HeaderFields?) -> Int {
-            headers?.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 16 } ?? 0
-        }
-        var total = 320 + record.url.utf8.count * 2 + record.client.utf8.count + size(record.request.headers)
-        total += size(record.response?.headers) + (record.requestBody?.bytes.count ?? 0) + (record.responseBody?.bytes.count ?? 0)
-        for event in record.events { total += 48 + event.action.utf8.count + event.detail.utf8.count + (event.chain?.count ?? 0) * 400 }
+        let headers = record.request.headers.count + (record.response?.headers.count ?? 0)
+        var total = 512 + record.url.utf8.count * 2 + headers * 96 + record.events.count * 160 + record.rules.count * 32
+        total += (record.requestBody?.bytes.count ?? 0) + (record.responseBody?.bytes.count ?? 0)
         if let webSocket = record.webSocket { total += webSocket.messages.reduce(64) { $0 + 48 + $1.data.count } }
-        return total + record.rules.reduce(0) { $0 + 8 + $1.utf8.count }
+        return total
     }
 }
 
