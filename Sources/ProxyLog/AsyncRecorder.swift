@@ -19,11 +19,18 @@ protocol LogSink: AnyObject {
 /// on the first drop and every `warnEvery` drops after it. The thread applies the `Redactor`, writes, and syncs at most
 /// every `syncInterval` (and when the queue runs dry after a write). `close()` drains everything queued, then closes
 /// the sink; it blocks until then and is idempotent.
+///
+/// Wake-ups are batched: once the queue runs dry the thread naps for `napInterval` before it sleeps, and records that
+/// arrive during the nap wait for its end (or for `wakeBatch` of them) instead of waking it one by one. Under load
+/// the thread then writes a batch per nap, not one record per context switch; an idle proxy's first record still
+/// wakes it at once.
 final class AsyncRecorder: @unchecked Sendable {
     let name: String
     private let condition = NSCondition()
     // guarded by `condition`:
-    private var pending: [FlowRecord] = []
+    private var pending: [(flow: FlowRecord, weight: Int)] = []
+    /// The thread waits for records: `.asleep` is woken by the next one, `.napping` by a `wakeBatch`-th.
+    private var waiting = Waiting.no
     private var closing = false
     private var finished = false
     private var enqueued = 0
@@ -31,6 +38,10 @@ final class AsyncRecorder: @unchecked Sendable {
     private(set) var dropped = 0
     /// Body bytes held by queued records and the batch being written.
     private var queuedBytes = 0
+
+    private enum Waiting { case no, napping, asleep }
+    static let napInterval: TimeInterval = 0.005
+    static let wakeBatch = 64
 
     private let capacity: Int
     private let byteCapacity: Int
@@ -69,10 +80,13 @@ final class AsyncRecorder: @unchecked Sendable {
             }
             return
         }
-        pending.append(flow)
+        pending.append((flow, weight))
         queuedBytes += weight
         enqueued += 1
-        condition.signal()
+        if waiting == .asleep || (waiting == .napping && pending.count >= AsyncRecorder.wakeBatch) {
+            waiting = .no
+            condition.signal()
+        }
         condition.unlock()
     }
 
@@ -80,6 +94,7 @@ final class AsyncRecorder: @unchecked Sendable {
     func flush() {
         condition.lock()
         let target = enqueued
+        if written < target { condition.broadcast() }  // ends a nap
         while written < target && !finished { condition.wait() }
         condition.unlock()
     }
@@ -102,7 +117,13 @@ final class AsyncRecorder: @unchecked Sendable {
         var unsynced = false
         while true {
             condition.lock()
+            if pending.isEmpty && !closing {
+                // A nap first: what arrives meanwhile is written as one batch.
+                waiting = .napping
+                _ = condition.wait(until: Date().addingTimeInterval(AsyncRecorder.napInterval))
+            }
             while pending.isEmpty && !closing {
+                waiting = .asleep
                 if unsynced {
                     // sync once the interval has passed, even if nothing else arrives
                     let deadline = lastSync.addingTimeInterval(syncInterval)
@@ -111,12 +132,13 @@ final class AsyncRecorder: @unchecked Sendable {
                     condition.wait()
                 }
             }
+            waiting = .no
             let batch = pending
             pending = []
             let done = batch.isEmpty && closing
             condition.unlock()
 
-            for flow in batch { sink.write(redactor.redact(flow)) }
+            for (flow, _) in batch { sink.write(redactor.redact(flow)) }
             if !batch.isEmpty { unsynced = true }
             if unsynced, Date().timeIntervalSince(lastSync) >= syncInterval || done {
                 sink.sync()
@@ -126,7 +148,7 @@ final class AsyncRecorder: @unchecked Sendable {
 
             condition.lock()
             written += batch.count
-            queuedBytes -= batch.reduce(0) { $0 + AsyncRecorder.weight(of: $1) }
+            queuedBytes -= batch.reduce(0) { $0 + $1.weight }
             condition.broadcast()
             condition.unlock()
             if done { break }
