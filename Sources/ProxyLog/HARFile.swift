@@ -19,6 +19,8 @@ import ProxyModel
 final class HARFile: LogSink {
     static let headerStart = Array(#"{"log":{"version":"1.2","creator":{"name":"hookproxy","#.utf8)
     static let trailer = Array("]}}\n".utf8)
+    static let comma = Array(",".utf8)
+    static let newline = Array("\n".utf8)
 
     let file: LogFile
     private(set) var trailerOffset: Int
@@ -93,7 +95,7 @@ final class HARFile: LogSink {
     func write(_ flow: FlowRecord) {
         guard flow.webSocket?.isOpening != true else { return }  // the session's end writes its one entry
         json.reset()
-        if hasEntries { json.bytes.append(UInt8(ascii: ",")) }
+        if hasEntries { json.append(raw: HARFile.comma) }
         HAREntry(flow).write(into: &json)
         do {
             try appendLine()
@@ -108,20 +110,20 @@ final class HARFile: LogSink {
     /// Writes one encoded entry and the trailer after it in one system call.
     func append(_ entry: [UInt8]) throws(LogFileError) {
         json.reset()
-        if hasEntries { json.bytes.append(UInt8(ascii: ",")) }
-        json.bytes += entry
+        if hasEntries { json.append(raw: HARFile.comma) }
+        json.append(raw: entry)
         try appendLine()
     }
 
     /// Writes the entry in `json` (after its comma, if any), a newline and the trailer in one system call.
     private func appendLine() throws(LogFileError) {
-        json.bytes.append(UInt8(ascii: "\n"))
-        let lineCount = json.bytes.count
-        json.bytes += HARFile.trailer
+        json.append(raw: HARFile.newline)
+        let lineCount = json.count
+        json.append(raw: HARFile.trailer)
         do {
-            try file.write(json.bytes, at: trailerOffset)
+            try json.withBytes { bytes throws(LogFileError) in try file.write(bytes, at: trailerOffset) }
             if needsTruncate {
-                try file.truncate(to: trailerOffset + json.bytes.count)
+                try file.truncate(to: trailerOffset + json.count)
                 needsTruncate = false
             }
         } catch {

@@ -44,6 +44,7 @@ public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
 
 /// Writes JSONL lines; runs on the writer's thread only.
 final class JSONLSink: LogSink {
+    private static let newline = Array("\n".utf8)
     let file: LogFile
     private var json = JSONWriter()
     private var reportedError = false
@@ -54,9 +55,9 @@ final class JSONLSink: LogSink {
         guard flow.webSocket?.isOpening != true else { return }  // the session's end writes its one line
         json.reset()
         JSONLRecord(flow).write(into: &json)
-        json.bytes.append(UInt8(ascii: "\n"))
+        json.append(raw: JSONLSink.newline)
         do {
-            try file.write(json.bytes)
+            try json.withBytes { bytes throws(LogFileError) in try file.write(bytes) }
         } catch {
             if !reportedError {
                 reportedError = true

@@ -13,9 +13,15 @@
 ///
 /// The caller writes well-formed JSON: a `key` before each member value, `begin`/`end` paired. Not thread-safe;
 /// each log writer owns one and calls `reset()` before each record.
-struct JSONWriter {
-    /// The JSON written since the last `reset()`. Callers may append separators of their own (a newline).
-    var bytes: [UInt8] = []
+///
+/// The bytes live in one raw allocation that grows by doubling: each append is a store and a count, with none of
+/// an array's uniqueness and capacity checks (a HAR entry is a few thousand appends). Noncopyable: it owns the memory.
+struct JSONWriter: ~Copyable {
+    private var base: UnsafeMutableRawPointer
+    /// The bytes the buffer holds now (written or not).
+    private(set) var capacity: Int
+    /// How many bytes were written since the last `reset()`.
+    private(set) var count = 0
     /// Whether the next value or key follows another one at the same level (and needs a comma).
     private var needsComma = false
     /// `reset()` keeps the buffer's storage up to this size, so that one huge record does not pin its memory.
@@ -23,41 +29,86 @@ struct JSONWriter {
 
     init(capacity: Int = 64 * 1024, retainedCapacity: Int = 4 << 20) {
         self.retainedCapacity = retainedCapacity
-        bytes.reserveCapacity(capacity)
+        self.capacity = max(64, capacity)
+        base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 8)
+    }
+
+    deinit { base.deallocate() }
+
+    /// The JSON written since the last `reset()`, copied (the writers use `withBytes`).
+    var bytes: [UInt8] { withBytes { Array($0) } }
+
+    /// Lends the bytes written since the last `reset()` to `body`.
+    func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// Bytes of the caller's own (a separator, a newline, a trailer), as they are.
+    mutating func append(raw bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append($0) }
     }
 
     /// Empties the buffer for the next record.
     mutating func reset() {
-        if bytes.capacity > retainedCapacity {
-            bytes = []
-            bytes.reserveCapacity(retainedCapacity)
-        } else {
-            bytes.removeAll(keepingCapacity: true)
+        if capacity > retainedCapacity {
+            base.deallocate()
+            capacity = max(64, retainedCapacity / 2)
+            base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
         }
+        count = 0
         needsComma = false
+    }
+
+    @inline(__always)
+    private mutating func reserve(_ extra: Int) {
+        if count + extra > capacity { grow(to: count + extra) }
+    }
+
+    private mutating func grow(to needed: Int) {
+        let grown = max(capacity * 2, needed)
+        let moved = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 8)
+        moved.copyMemory(from: base, byteCount: count)
+        base.deallocate()
+        base = moved
+        capacity = grown
+    }
+
+    @inline(__always)
+    private mutating func append(_ byte: UInt8) {
+        reserve(1)
+        base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
+        count += 1
+    }
+
+    @inline(__always)
+    private mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard let source = bytes.baseAddress, bytes.count > 0 else { return }
+        reserve(bytes.count)
+        (base + count).copyMemory(from: source, byteCount: bytes.count)
+        count += bytes.count
     }
 
     // MARK: structure
 
     mutating func beginObject() {
         separate()
-        bytes.append(UInt8(ascii: "{"))
+        append(UInt8(ascii: "{"))
         needsComma = false
     }
 
     mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
+        append(UInt8(ascii: "}"))
         needsComma = true
     }
 
     mutating func beginArray() {
         separate()
-        bytes.append(UInt8(ascii: "["))
+        append(UInt8(ascii: "["))
         needsComma = false
     }
 
     mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
+        append(UInt8(ascii: "]"))
         needsComma = true
     }
 
@@ -65,13 +116,15 @@ struct JSONWriter {
     /// escape (checked in debug builds), so it is copied as it is.
     mutating func key(_ name: StaticString) {
         separate()
-        bytes.append(UInt8(ascii: "\""))
         name.withUTF8Buffer { utf8 in
             assert(!utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
-            bytes.append(contentsOf: utf8)
+            reserve(utf8.count + 3)
+            base.storeBytes(of: UInt8(ascii: "\""), toByteOffset: count, as: UInt8.self)
+            if let source = utf8.baseAddress { (base + count + 1).copyMemory(from: source, byteCount: utf8.count) }
+            base.storeBytes(of: UInt8(ascii: "\""), toByteOffset: count + 1 + utf8.count, as: UInt8.self)
+            base.storeBytes(of: UInt8(ascii: ":"), toByteOffset: count + 2 + utf8.count, as: UInt8.self)
+            count += utf8.count + 3
         }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
         needsComma = false
     }
 
@@ -85,14 +138,19 @@ struct JSONWriter {
 
     mutating func int(_ value: Int) {
         separate()
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        reserve(20)
+        if value < 0 { append(UInt8(ascii: "-")) }
         var rest = value.magnitude // (Int.min has no positive Int)
-        let start = bytes.count
+        var digits = 0
+        var probe = rest
+        repeat { digits += 1; probe /= 10 } while probe > 0
+        var at = count + digits
         repeat {
-            bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10))
+            at -= 1
+            base.storeBytes(of: UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10), toByteOffset: at, as: UInt8.self)
             rest /= 10
         } while rest > 0
-        bytes[start...].reverse()
+        count += digits
         needsComma = true
     }
 
@@ -103,20 +161,20 @@ struct JSONWriter {
         text.withUTF8 { utf8 in
             let count = utf8.count
             let whole = count >= 2 && utf8[count - 2] == UInt8(ascii: ".") && utf8[count - 1] == UInt8(ascii: "0")
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[..<(whole ? count - 2 : count)]))
+            append(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[..<(whole ? count - 2 : count)]))
         }
         needsComma = true
     }
 
     mutating func bool(_ value: Bool) {
         separate()
-        bytes.append(contentsOf: value ? JSONWriter.trueBytes : JSONWriter.falseBytes)
+        append(raw: value ? JSONWriter.trueBytes : JSONWriter.falseBytes)
         needsComma = true
     }
 
     mutating func null() {
         separate()
-        bytes.append(contentsOf: JSONWriter.nullBytes)
+        append(raw: JSONWriter.nullBytes)
         needsComma = true
     }
 
@@ -167,17 +225,18 @@ struct JSONWriter {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     private mutating func separate() {
-        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        if needsComma { append(UInt8(ascii: ",")) }
     }
 
     /// `"string"`, escaped; runs of bytes that need no escape are copied at once. The scan looks at 8 bytes at a
     /// time (most log text needs no escape: headers, URLs, base64).
     private mutating func appendQuoted(_ string: String) {
-        bytes.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { utf8 in
-            guard let base = utf8.baseAddress else { return }
             let count = utf8.count
+            reserve(count + 2)  // the common case: nothing to escape
+            append(UInt8(ascii: "\""))
+            guard let base = utf8.baseAddress else { return }
             var runStart = 0
             var index = 0
             while index < count {
@@ -188,17 +247,17 @@ struct JSONWriter {
                 }
                 let byte = base[index]
                 if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: index - runStart)) }
+                    if runStart < index { append(UnsafeRawBufferPointer(start: base + runStart, count: index - runStart)) }
                     appendEscape(byte)
                     runStart = index + 1
                 }
                 index += 1
             }
             if runStart < count {
-                bytes.append(contentsOf: UnsafeBufferPointer(start: base + runStart, count: count - runStart))
+                append(UnsafeRawBufferPointer(start: base + runStart, count: count - runStart))
             }
         }
-        bytes.append(UInt8(ascii: "\""))
+        append(UInt8(ascii: "\""))
     }
 
     /// Whether any of the 8 bytes in `word` is a C0 control, `"` or `\` (exact, no false negatives; bytes of
@@ -216,20 +275,20 @@ struct JSONWriter {
     }
 
     private mutating func appendEscape(_ byte: UInt8) {
-        bytes.append(UInt8(ascii: "\\"))
+        append(UInt8(ascii: "\\"))
         switch byte {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
-        case 0x08: bytes.append(UInt8(ascii: "b"))
-        case 0x09: bytes.append(UInt8(ascii: "t"))
-        case 0x0A: bytes.append(UInt8(ascii: "n"))
-        case 0x0C: bytes.append(UInt8(ascii: "f"))
-        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): append(byte)
+        case 0x08: append(UInt8(ascii: "b"))
+        case 0x09: append(UInt8(ascii: "t"))
+        case 0x0A: append(UInt8(ascii: "n"))
+        case 0x0C: append(UInt8(ascii: "f"))
+        case 0x0D: append(UInt8(ascii: "r"))
         default:
-            bytes.append(UInt8(ascii: "u"))
-            bytes.append(UInt8(ascii: "0"))
-            bytes.append(UInt8(ascii: "0"))
-            bytes.append(JSONWriter.hexDigits[Int(byte >> 4)])
-            bytes.append(JSONWriter.hexDigits[Int(byte & 0xF)])
+            append(UInt8(ascii: "u"))
+            append(UInt8(ascii: "0"))
+            append(UInt8(ascii: "0"))
+            append(JSONWriter.hexDigits[Int(byte >> 4)])
+            append(JSONWriter.hexDigits[Int(byte & 0xF)])
         }
     }
 }

@@ -54,13 +54,16 @@ final class LogFile {
     /// Writes all of `bytes` at `offset` (nil: at the end with O_APPEND / the current position) in as few system calls
     /// as the kernel allows.
     func write(_ bytes: [UInt8], at offset: Int? = nil) throws(LogFileError) {
+        let written = bytes.withUnsafeBytes { buffer in Result { () throws(LogFileError) in try write(buffer, at: offset) } }
+        try written.get()
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int? = nil) throws(LogFileError) {
+        guard let start = bytes.baseAddress else { return }
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { buffer -> Int in
-                let base = buffer.baseAddress! + done
-                if let offset { return pwrite(fd, base, bytes.count - done, off_t(offset + done)) }
-                return Glibc.write(fd, base, bytes.count - done)
-            }
+            let n = offset.map { pwrite(fd, start + done, bytes.count - done, off_t($0 + done)) }
+                ?? Glibc.write(fd, start + done, bytes.count - done)
             if n < 0 { if errno == EINTR { continue }; throw .io(path, "cannot write", errno: errno) }
             done += n
         }

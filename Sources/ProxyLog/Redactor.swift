@@ -53,6 +53,13 @@ public struct Redactor: Sendable, Hashable {
     /// and secret values masked where they are the whole value or a word of it.
     public func headers(_ fields: HeaderFields, secrets: [String] = []) -> HeaderFields {
         let secrets = Redactor.ordered(secrets)
+        // The common record (no secrets of its own, no secret or URL header): nothing to change, nothing to copy.
+        if secrets.isEmpty, !fields.contains(where: { field in
+            (!logSecrets && Redactor.secretHeaders.contains { field.name.caseInsensitiveEquals($0) })
+                || Redactor.urlHeaders.contains { field.name.caseInsensitiveEquals($0) }
+        }) {
+            return fields
+        }
         return HeaderFields(fields.map { field in
             if !logSecrets, Redactor.secretHeaders.contains(where: { field.name.caseInsensitiveEquals($0) }) {
                 return HeaderField(name: field.name, value: Redactor.mask)
