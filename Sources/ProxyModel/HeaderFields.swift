@@ -30,7 +30,9 @@ public struct HeaderFields: Sendable, Hashable, RandomAccessCollection, Expressi
 
     /// Every value for `name`, in order.
     public func values(for name: String) -> [String] {
-        fields.filter { $0.name.caseInsensitiveEquals(name) }.map(\.value)
+        var values: [String] = []  // (no allocation when there is none: the common case)
+        for field in fields where field.name.caseInsensitiveEquals(name) { values.append(field.value) }
+        return values
     }
 
     public func contains(_ name: String) -> Bool {
