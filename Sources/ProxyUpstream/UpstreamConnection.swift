@@ -43,6 +43,10 @@ public final class UpstreamConnection {
     /// writes when a send or receive fails; its context), so it lives until the handle is freed.
     private var owner: CurlTransfer?
     private var pending = CircularBuffer<ByteBuffer>()
+    /// curl has been offered the first pending piece and could not send it (CURLE_AGAIN): with TLS, OpenSSL may hold
+    /// a record of it, and the retry must offer the same bytes at the same address (curl does not set
+    /// SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER; another buffer fails the connection: "bad write retry").
+    private var firstOffered = false
     private var reading = true
     private var registered = false
     private var armed = false
@@ -152,14 +156,19 @@ public final class UpstreamConnection {
             let code = first.withUnsafeReadableBytes { bytes in
                 curl_easy_send(handle, bytes.baseAddress, bytes.count, &sent)
             }
-            if code == CURLE_AGAIN { break }
+            if code == CURLE_AGAIN {
+                firstOffered = true
+                break
+            }
             guard code == CURLE_OK else { return fail(code, "sending to") }
             bufferedBytes -= sent
             first.moveReaderIndex(forwardBy: sent)
             if first.readableBytes == 0 {
                 pending.removeFirst()
+                firstOffered = false
             } else {
                 pending[pending.startIndex] = first
+                firstOffered = true
                 if sent == 0 { break }
             }
         }
@@ -168,10 +177,11 @@ public final class UpstreamConnection {
     }
 
     /// Joins the first queued pieces into one while they are small (a frame's header and its payload), so that they
-    /// go to curl in one send: one TLS record and one segment, not one per piece.
+    /// go to curl in one send: one TLS record and one segment, not one per piece. Never a first piece curl was
+    /// already offered (see `firstOffered`).
     private func joinSmallPieces() {
         let limit = 16 * 1024
-        guard pending.count > 1, let first = pending.first, let second = pending.dropFirst().first,
+        guard !firstOffered, pending.count > 1, let first = pending.first, let second = pending.dropFirst().first,
               first.readableBytes + second.readableBytes <= limit else { return }
         var joined = ByteBufferAllocator().buffer(capacity: first.readableBytes + second.readableBytes)
         while let next = pending.first, joined.readableBytes + next.readableBytes <= limit {
@@ -263,6 +273,7 @@ public final class UpstreamConnection {
     func finish() {
         guard isOpen else { return }
         pending.removeAll()
+        firstOffered = false
         bufferedBytes = 0
         channel?.close()  // its descriptor first: the socket closes with curl's, below
         channel = nil

@@ -359,4 +359,51 @@ struct UpstreamConnectionTests {
         try await loop.submit { connection.value.close() }.get()
         try await setup.tearDown()
     }
+    /// A TLS connection (curl carries it) whose server stops reading: OpenSSL holds a record it could not send,
+    /// and a retry must offer the same bytes at the same address. Small writes queued behind it must not be joined
+    /// into the held piece (OpenSSL fails the retry: "bad write retry"); once the server reads, every byte arrives.
+    @Test func smallWritesBehindAStalledTLSRecordAllArrive() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let ca = TestCA.shared
+        let sink = try await TestTLSSink.start(tls: ca.identity([ca.leaf, ca.intermediate]), group: group)
+        let engine = UpstreamEngine()
+        let loop = group.next()
+        let recorder = ConnectionRecorder(loop: loop)
+        let head = RequestHead(method: "GET", url: try #require(ProxyURL(string: "https://localhost:\(sink.port)/")))
+        let trust = TrustPolicy(rule: "test", allowInvalidCertificates: true)
+        _ = engine.connect(UpstreamRequest(head: head, body: .none, settings: UpstreamSettings(), trust: trust),
+                           delegate: recorder, on: loop)
+        try await eventually(timeout: .seconds(30)) { recorder.connection != nil || recorder.state.withLock { $0.connectFailure } != nil }
+        #expect(recorder.state.withLock { $0.connectFailure } == nil)
+        let connection = try #require(recorder.connection)
+        #expect(try await loop.submit { connection.value.isCarriedByChannel }.get() == false)
+
+        // 4 KiB writes until the socket takes no more (curl_easy_send: CURLE_AGAIN), then small ones behind them.
+        let written = try await loop.submit { () -> Int in
+            var written = 0
+            func piece(_ count: Int) -> ByteBuffer {
+                defer { written += count }
+                return ByteBuffer(bytes: (written..<(written + count)).map { UInt8($0 % 251) })
+            }
+            for _ in 0..<100_000 {
+                if connection.value.write(piece(4096)) > 0 { break }
+            }
+            for _ in 0..<8 where connection.value.isOpen { connection.value.write(piece(100)) }
+            return written
+        }.get()
+        #expect(recorder.state.withLock { $0.closedCalls } == 0, "\(String(describing: recorder.state.withLock { $0.closed }))")
+
+        try await sink.release()
+        try await eventually(timeout: .seconds(20)) { sink.received.count >= written || sink.closed }
+        let received = sink.received
+        #expect(received.count == written)
+        let inOrder = received == (0..<written).map { UInt8($0 % 251) }
+        #expect(inOrder, "every byte arrives, in order")
+        #expect(recorder.state.withLock { $0.closedCalls } == 0)
+
+        try await loop.submit { connection.value.close() }.get()
+        await engine.shutdown()
+        await sink.shutdown()
+        try await group.shutdownGracefully()
+    }
 }
