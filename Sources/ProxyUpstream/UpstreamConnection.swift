@@ -86,6 +86,7 @@ public final class UpstreamConnection {
         if bytes.readableBytes > 0 {
             if let channel {
                 channel.queue(bytes)
+                if !flush { bufferedBytes = channel.bufferedBytes }
             } else {
                 pending.append(bytes)
                 bufferedBytes += bytes.readableBytes

@@ -162,6 +162,31 @@ struct UpstreamConnectionTests {
         try await setup.tearDown()
     }
 
+    /// Pieces queued with `flush: false` (a frame's header and payload) stay queued until `flush`, then reach the
+    /// echo server in order; a flush with nothing queued is harmless.
+    @Test func queuedPiecesLeaveAtTheFlushInOrder() async throws {
+        let setup = try await Setup(threads: 1)
+        let (loop, recorder) = (setup.loop, setup.recorder)
+        let connection = try #require(recorder.connection)
+        let pieces = (0..<10).map { i in ByteBuffer(bytes: (0..<(i * 37 + 2)).map { UInt8(($0 + i) % 251) }) }
+        let queued = try await loop.submit {
+            for piece in pieces { connection.value.write(piece, flush: false) }
+            return connection.value.bufferedBytes
+        }.get()
+        #expect(queued == pieces.reduce(0) { $0 + $1.readableBytes }, "nothing goes before the flush")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(recorder.receivedCount == 0)
+        try await loop.submit {
+            connection.value.flush()
+            connection.value.flush()
+        }.get()
+        let expected = pieces.flatMap { Array($0.readableBytesView) }
+        try await eventually(timeout: .seconds(20)) { recorder.receivedCount >= expected.count }
+        #expect(recorder.state.withLock { $0.received } == expected)
+        try await loop.submit { connection.value.close() }.get()
+        try await setup.tearDown()
+    }
+
     @Test func holdingReadsHoldsTheServerBackAndResumingDeliversEveryByteThenTheClose() async throws {
         let size = 8 << 20
         let setup = try await Setup(threads: 1, blast: size) { $0.setReading(false) }
