@@ -3,8 +3,10 @@ import ProxyModel
 
 /// The synchronous end of a log writer: formats and writes records. Called only on its `AsyncRecorder`'s thread.
 protocol LogSink: AnyObject {
-    /// Writes one record (already redacted). Reports its own I/O errors; never throws.
+    /// Writes one record (already redacted), or keeps it for `endBatch`. Reports its own I/O errors; never throws.
     func write(_ flow: FlowRecord)
+    /// Writes what `write` kept: called after each batch of records (one system call for a batch, not one each).
+    func endBatch()
     /// Makes what was written durable (fsync); called at most every `syncInterval` while records arrive.
     func sync()
     /// Flushes and closes; the last call.
@@ -139,6 +141,7 @@ final class AsyncRecorder: @unchecked Sendable {
             condition.unlock()
 
             for (flow, _) in batch { sink.write(redactor.redact(flow)) }
+            if !batch.isEmpty { sink.endBatch() }
             if !batch.isEmpty { unsynced = true }
             if unsynced, Date().timeIntervalSince(lastSync) >= syncInterval || done {
                 sink.sync()
@@ -170,6 +173,10 @@ final class AsyncRecorder: @unchecked Sendable {
     static let stderr: @Sendable (String) -> Void = { message in
         FileHandle.standardError.write(Data((message + "\n").utf8))
     }
+}
+
+extension LogSink {
+    func endBatch() {}
 }
 
 /// Moves the sink into the writer thread; only that thread touches it afterwards.

@@ -10,8 +10,9 @@ import ProxyModel
 /// ,{…entry 2…}
 /// ]}}
 /// ```
-/// Appending one entry is a single `pwrite` of `,{entry}\n]}}\n` over the old trailer: between entries the file is
-/// valid JSON, and a process killed between two writes leaves it valid. (A SIGKILL *during* that one system call
+/// Appending entries is a single `pwrite` of `,{entry}\n` per entry (a batch: the entries that arrived together, up to
+/// 1 MiB) and `]}}\n`, over the old trailer: between batches the file is valid JSON, and a process killed between two
+/// writes leaves it valid. (A SIGKILL *during* that one system call
 /// can leave a partial last line; reopening the file repairs it by dropping that line.)
 ///
 /// Opening an existing file: empty → a new HAR; a HAR written by hookproxy → entries are appended to it (a torn last
@@ -28,8 +29,12 @@ final class HARFile: LogSink {
     private var hasEntries: Bool
     private var needsTruncate = false
     private var reportedError = false
-    /// The line being written: `,`? entry `\n` trailer. One buffer for the file's life (see `JSONWriter.reset`).
+    /// The lines being written (`,`? entry `\n`, one per entry of the batch), then the trailer. One buffer for the
+    /// file's life (see `JSONWriter.reset`).
     private var json = JSONWriter()
+    /// Entries in `json` not written yet: a batch goes out in one `pwrite` (`endBatch`, or at `batchBytes`).
+    private var batched = 0
+    static let batchBytes = 1 << 20
     private let warn: @Sendable (String) -> Void
 
     init(file: LogFile, creatorVersion: String, warn: @escaping @Sendable (String) -> Void = AsyncRecorder.stderr)
@@ -94,11 +99,21 @@ final class HARFile: LogSink {
 
     func write(_ flow: FlowRecord) {
         guard flow.webSocket?.isOpening != true else { return }  // the session's end writes its one entry
-        json.reset()
-        if hasEntries { json.append(raw: HARFile.comma) }
+        if batched == 0 { json.reset() }
+        if hasEntries || batched > 0 { json.append(raw: HARFile.comma) }
+        json.beginRecord()
         HAREntry(flow).write(into: &json)
+        json.append(raw: HARFile.newline)
+        batched += 1
+        if json.count >= HARFile.batchBytes { endBatch() }
+    }
+
+    /// Writes the entries `write` kept, and the trailer after them, in one system call.
+    func endBatch() {
+        guard batched > 0 else { return }
+        defer { batched = 0 }  // (a batch that failed is dropped; later ones are tried again)
         do {
-            try appendLine()
+            try writeLines()
         } catch {
             if !reportedError {
                 reportedError = true
@@ -107,17 +122,21 @@ final class HARFile: LogSink {
         }
     }
 
-    /// Writes one encoded entry and the trailer after it in one system call.
+    /// Writes one encoded entry and the trailer after it in one system call (after the entries kept so far).
     func append(_ entry: [UInt8]) throws(LogFileError) {
+        endBatch()
         json.reset()
         if hasEntries { json.append(raw: HARFile.comma) }
         json.append(raw: entry)
-        try appendLine()
+        json.append(raw: HARFile.newline)
+        batched = 1
+        defer { batched = 0 }
+        try writeLines()
     }
 
-    /// Writes the entry in `json` (after its comma, if any), a newline and the trailer in one system call.
-    private func appendLine() throws(LogFileError) {
-        json.append(raw: HARFile.newline)
+    /// Writes the `batched` entry lines in `json` (each after its comma, if any, and ending in a newline) and the
+    /// trailer in one system call.
+    private func writeLines() throws(LogFileError) {
         let lineCount = json.count
         json.append(raw: HARFile.trailer)
         do {
@@ -135,9 +154,16 @@ final class HARFile: LogSink {
         }
         trailerOffset += lineCount
         hasEntries = true
-        entryCount += 1
+        entryCount += batched
     }
 
-    func sync() { file.sync() }
-    func close() { file.close() }
+    func sync() {
+        endBatch()
+        file.sync()
+    }
+
+    func close() {
+        endBatch()
+        file.close()
+    }
 }

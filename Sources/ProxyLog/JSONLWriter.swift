@@ -4,8 +4,8 @@ import ProxyModel
 ///
 /// The initializer opens FILE (created 0600 when missing, appended to when it exists) under an exclusive lock and
 /// throws `LogFileError` when that fails. `record` only queues (never blocks the caller); one background thread
-/// redacts, encodes (`JSONWriter`, one reused buffer) and writes each line with a single `write(2)` (so a reader sees
-/// whole lines), and fsyncs at most every 200 ms. `close()` drains the queue, syncs and releases the lock.
+/// redacts, encodes (`JSONWriter`, one reused buffer) and writes the lines of each batch (the records that arrived
+/// together) with a single `write(2)` (so a reader sees whole lines), and fsyncs at most every 200 ms. `close()` drains the queue, syncs and releases the lock.
 public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
     public let path: String
     private let queue: AsyncRecorder
@@ -47,15 +47,26 @@ final class JSONLSink: LogSink {
     private static let newline = Array("\n".utf8)
     let file: LogFile
     private var json = JSONWriter()
+    /// Lines in `json` not written yet.
+    private var batched = 0
     private var reportedError = false
 
     init(file: LogFile) { self.file = file }
 
     func write(_ flow: FlowRecord) {
         guard flow.webSocket?.isOpening != true else { return }  // the session's end writes its one line
-        json.reset()
+        if batched == 0 { json.reset() }
+        json.beginRecord()
         JSONLRecord(flow).write(into: &json)
         json.append(raw: JSONLSink.newline)
+        batched += 1
+        if json.count >= HARFile.batchBytes { endBatch() }
+    }
+
+    /// Writes the lines `write` kept in one `write(2)` (whole lines: a reader never sees half of one).
+    func endBatch() {
+        guard batched > 0 else { return }
+        batched = 0
         do {
             try json.withBytes { bytes throws(LogFileError) in try file.write(bytes) }
         } catch {
@@ -66,6 +77,13 @@ final class JSONLSink: LogSink {
         }
     }
 
-    func sync() { file.sync() }
-    func close() { file.close() }
+    func sync() {
+        endBatch()
+        file.sync()
+    }
+
+    func close() {
+        endBatch()
+        file.close()
+    }
 }

@@ -48,6 +48,11 @@ struct JSONWriter: ~Copyable {
         bytes.withUnsafeBytes { append($0) }
     }
 
+    /// Starts another top-level value after what is written (a batch of records in one buffer): no comma before it.
+    mutating func beginRecord() {
+        needsComma = false
+    }
+
     /// Empties the buffer for the next record.
     mutating func reset() {
         if capacity > retainedCapacity {
