@@ -54,8 +54,13 @@ public final class RuleSet: Sendable {
         var toServerSteps: [BodyTransformStep] = []
         var toClientSteps: [BodyTransformStep] = []
         var local: LocalResponse?
-        for rule in rules {
-            guard let groups = rule.match.match(request) else { continue }
+        // Matched in place: `for rule in rules` copied every rule (dozens of references retained and released), and
+        // `rules[i].match` its matcher, only to find that most do not match.
+        let matches = rules.withUnsafeBufferPointer { rules in
+            rules.indices.compactMap { index in rules[index].match.match(request).map { (index, $0) } }
+        }
+        for (index, groups) in matches {
+            let rule = rules[index]
             plan.firedRules.append(rule.name)
             if !targetDecided, let target = rule.target {
                 targetDecided = true
