@@ -179,6 +179,23 @@ extension LogSink {
     func endBatch() {}
 }
 
+/// A sink that keeps a batch in memory and writes it to `file` at `endBatch`: syncing or closing writes it first.
+protocol BatchingFileSink: LogSink {
+    var file: LogFile { get }
+}
+
+extension BatchingFileSink {
+    func sync() {
+        endBatch()
+        file.sync()
+    }
+
+    func close() {
+        endBatch()
+        file.close()
+    }
+}
+
 /// Moves the sink into the writer thread; only that thread touches it afterwards.
 private final class SinkBox: @unchecked Sendable {
     let sink: LogSink

@@ -17,7 +17,7 @@ import ProxyModel
 ///
 /// Opening an existing file: empty → a new HAR; a HAR written by hookproxy → entries are appended to it (a torn last
 /// line is dropped first, with a warning); anything else → `LogFileError` (`isForeignFile`), the file untouched.
-final class HARFile: LogSink {
+final class HARFile: BatchingFileSink {
     static let headerStart = Array(#"{"log":{"version":"1.2","creator":{"name":"hookproxy","#.utf8)
     static let trailer = Array("]}}\n".utf8)
     static let comma = Array(",".utf8)
@@ -155,15 +155,5 @@ final class HARFile: LogSink {
         trailerOffset += lineCount
         hasEntries = true
         entryCount += batched
-    }
-
-    func sync() {
-        endBatch()
-        file.sync()
-    }
-
-    func close() {
-        endBatch()
-        file.close()
     }
 }

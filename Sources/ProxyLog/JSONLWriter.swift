@@ -43,7 +43,7 @@ public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
 }
 
 /// Writes JSONL lines; runs on the writer's thread only.
-final class JSONLSink: LogSink {
+final class JSONLSink: BatchingFileSink {
     private static let newline = Array("\n".utf8)
     let file: LogFile
     private var json = JSONWriter()
@@ -75,15 +75,5 @@ final class JSONLSink: LogSink {
                 AsyncRecorder.stderr("\(error)")
             }
         }
-    }
-
-    func sync() {
-        endBatch()
-        file.sync()
-    }
-
-    func close() {
-        endBatch()
-        file.close()
     }
 }
