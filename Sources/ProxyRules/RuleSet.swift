@@ -54,12 +54,10 @@ public final class RuleSet: Sendable {
         var toServerSteps: [BodyTransformStep] = []
         var toClientSteps: [BodyTransformStep] = []
         var local: LocalResponse?
-        // Matched in place: `for rule in rules` copied every rule (dozens of references retained and released), and
-        // `rules[i].match` its matcher, only to find that most do not match.
-        let matches = rules.withUnsafeBufferPointer { rules in
-            rules.indices.compactMap { index in rules[index].match.match(request).map { (index, $0) } }
-        }
-        for (index, groups) in matches {
+        // By index: `for rule in rules` copied every rule (dozens of references retained and released) only to find
+        // that most do not match; only a matching rule is read out whole.
+        for index in rules.indices {
+            guard let groups = rules[index].match.match(request) else { continue }
             let rule = rules[index]
             plan.firedRules.append(rule.name)
             if !targetDecided, let target = rule.target {

@@ -17,9 +17,12 @@ extension ByteBuffer {
     /// byte at the first readable byte.
     func unmaskedCopy(_ key: WebSocketMaskingKey) -> ByteBuffer {
         let count = readableBytes
-        let keyBytes = Array(key)
-        // The key repeated over 8 bytes, read as a word the way the payload's words are read (any byte order).
-        let keyWord = (keyBytes + keyBytes).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+        let start = key.startIndex
+        let keyBytes = (key[start], key[start + 1], key[start + 2], key[start + 3])
+        // The key repeated over 8 bytes, read as a word the way the payload's words are read (any byte order); no
+        // allocation per frame.
+        var repeated = (keyBytes.0, keyBytes.1, keyBytes.2, keyBytes.3, keyBytes.0, keyBytes.1, keyBytes.2, keyBytes.3)
+        let keyWord = withUnsafeBytes(of: &repeated) { $0.loadUnaligned(as: UInt64.self) }
         var copy = ByteBufferAllocator().buffer(capacity: count)
         withUnsafeReadableBytes { source in
             copy.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { target in
@@ -29,9 +32,11 @@ extension ByteBuffer {
                     target.storeBytes(of: word ^ keyWord, toByteOffset: index, as: UInt64.self)
                     index += 8
                 }
-                while index < count {
-                    target[index] = source[index] ^ keyBytes[index & 3]
-                    index += 1
+                withUnsafeBytes(of: &repeated) { key in
+                    while index < count {
+                        target[index] = source[index] ^ key[index & 3]
+                        index += 1
+                    }
                 }
                 return count
             }
