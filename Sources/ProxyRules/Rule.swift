@@ -27,6 +27,34 @@ struct Rule: Sendable {
     var onChallenge: ChallengePolicy?
     var trust: TrustPolicy?
     var intercept: Bool?
+
+    /// Which of the optional effects a rule sets: planning reads only those (reading one out of the rule array
+    /// copies it, even when it is nil).
+    struct Effects: OptionSet, Sendable {
+        let rawValue: UInt16
+        static let target = Effects(rawValue: 1 << 0)
+        static let requestEdit = Effects(rawValue: 1 << 1)
+        static let responseEdit = Effects(rawValue: 1 << 2)
+        /// Any body or WebSocket message step.
+        static let steps = Effects(rawValue: 1 << 3)
+        /// `delay_ms` or `throttle`.
+        static let pacing = Effects(rawValue: 1 << 4)
+        /// `on_redirect`, `on_challenge` or `trust`.
+        static let hooks = Effects(rawValue: 1 << 5)
+    }
+
+    var effects: Effects {
+        var effects: Effects = []
+        if target != nil { effects.insert(.target) }
+        if requestEdit != nil { effects.insert(.requestEdit) }
+        if responseEdit != nil { effects.insert(.responseEdit) }
+        if requestBody != nil || responseBody != nil || webSocketToServer != nil || webSocketToClient != nil {
+            effects.insert(.steps)
+        }
+        if delayMs != nil || throttle != nil { effects.insert(.pacing) }
+        if onRedirect != nil || onChallenge != nil || trust != nil { effects.insert(.hooks) }
+        return effects
+    }
 }
 
 /// `respond`: a local answer, built at load (`body_file` is read once; a reload re-reads it).

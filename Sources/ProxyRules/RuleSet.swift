@@ -15,7 +15,13 @@ public final class RuleSet: Sendable {
     /// Things allowed but unwise (a literal password…), for `check` and the start-up log.
     public let warnings: [RuleWarning]
     let rules: [Rule]
-    let interceptRules: [Rule]
+    /// Each rule's matcher, in rule order.
+    private let matchers: [RuleMatcher]
+    /// Which effects each rule sets, in rule order.
+    private let effects: [Rule.Effects]
+    /// Which rules a host can match (literal hosts looked up, the rest tried).
+    private let hostIndex: RuleHostIndex
+    let interceptRules: [(matcher: RuleMatcher, intercept: Bool)]
     /// Absolute paths of files the rules read (mocks, certificates): a change to them reloads too.
     let dependencies: [String]
 
@@ -25,7 +31,10 @@ public final class RuleSet: Sendable {
 
     init(rules: [Rule], files: [String], warnings: [RuleWarning], dependencies: [String]) {
         self.rules = rules
-        self.interceptRules = rules.filter { $0.intercept != nil }
+        self.matchers = rules.map { RuleMatcher($0.match) }
+        self.effects = rules.map(\.effects)
+        self.hostIndex = RuleHostIndex(rules.map(\.match))
+        self.interceptRules = rules.compactMap { rule in rule.intercept.map { (RuleMatcher(rule.match), $0) } }
         self.ruleCount = rules.count
         self.fileCount = files.count
         self.ruleNames = rules.map(\.name)
@@ -54,23 +63,24 @@ public final class RuleSet: Sendable {
         var toServerSteps: [BodyTransformStep] = []
         var toClientSteps: [BodyTransformStep] = []
         var local: LocalResponse?
-        // By index: `for rule in rules` copied every rule (dozens of references retained and released) only to find
-        // that most do not match; only a matching rule is read out whole.
-        for index in rules.indices {
-            guard let groups = rules[index].match.match(request) else { continue }
-            let rule = rules[index]
-            plan.firedRules.append(rule.name)
-            if !targetDecided, let target = rule.target {
+        var candidates = hostIndex.candidates(host: request.url.host)
+        while let index = candidates.next() {
+            guard let groups = matchers[index].match(request) else { continue }
+            // Fields are read from `rules[index]` one by one, and only those the rule sets: a rule copied whole, or
+            // a nil field read, costs a copy each.
+            let effects = effects[index]
+            plan.firedRules.append(rules[index].name)
+            if !targetDecided, effects.contains(.target), let target = rules[index].target {
                 targetDecided = true
                 switch target {
                 case .mapRemote(let map):
                     if let url = map.target(for: request.url, groups: groups) {
                         plan.upstreamURL = url
-                        plan.mappedBy = rule.name
+                        plan.mappedBy = rules[index].name
                         plan.events.append(HookEvent(hook: .rule, action: "mapped → \(url)"))
                     } else {
                         plan.events.append(HookEvent(hook: .rule, action: "map_remote skipped",
-                                                     detail: "rule \(rule.name) produced no http(s) URL; sent unchanged"))
+                                                     detail: "rule \(rules[index].name) produced no http(s) URL; sent unchanged"))
                     }
                 case .respond(let respond):
                     local = respond.response()
@@ -82,17 +92,24 @@ public final class RuleSet: Sendable {
                     plan.events.append(HookEvent(hook: .rule, action: "redirected client → \(location) (\(redirect.status))"))
                 }
             }
-            if let edit = rule.requestEdit { plan.requestEdits.append(edit) }
-            if let step = rule.requestBody { requestSteps.append(step) }
-            if let edit = rule.responseEdit { plan.responseEdits.append(edit) }
-            if let step = rule.responseBody { responseSteps.append(step) }
-            if let step = rule.webSocketToServer { toServerSteps.append(step) }
-            if let step = rule.webSocketToClient { toClientSteps.append(step) }
-            if let delay = rule.delayMs { plan.delayMs = min(plan.delayMs + delay, 600_000) }
-            if let throttle = rule.throttle { plan.throttle = plan.throttle?.filling(from: throttle) ?? throttle }
-            if plan.onRedirect == nil { plan.onRedirect = rule.onRedirect }
-            if plan.onChallenge == nil { plan.onChallenge = rule.onChallenge }
-            if plan.trust == nil { plan.trust = rule.trust }
+            if effects.contains(.requestEdit), let edit = rules[index].requestEdit { plan.requestEdits.append(edit) }
+            if effects.contains(.responseEdit), let edit = rules[index].responseEdit { plan.responseEdits.append(edit) }
+            if effects.contains(.steps) {
+                let rule = rules[index]
+                if let step = rule.requestBody { requestSteps.append(step) }
+                if let step = rule.responseBody { responseSteps.append(step) }
+                if let step = rule.webSocketToServer { toServerSteps.append(step) }
+                if let step = rule.webSocketToClient { toClientSteps.append(step) }
+            }
+            if effects.contains(.pacing) {
+                if let delay = rules[index].delayMs { plan.delayMs = min(plan.delayMs + delay, 600_000) }
+                if let throttle = rules[index].throttle { plan.throttle = plan.throttle?.filling(from: throttle) ?? throttle }
+            }
+            if effects.contains(.hooks) {
+                if plan.onRedirect == nil { plan.onRedirect = rules[index].onRedirect }
+                if plan.onChallenge == nil { plan.onChallenge = rules[index].onChallenge }
+                if plan.trust == nil { plan.trust = rules[index].trust }
+            }
         }
         if !requestSteps.isEmpty { plan.requestBodyTransform = BodyTransformChain(steps: requestSteps) }
         if !responseSteps.isEmpty { plan.responseBodyTransform = BodyTransformChain(steps: responseSteps) }
@@ -113,7 +130,7 @@ public final class RuleSet: Sendable {
     /// The `intercept` decision of the first matching rule that sets it for a CONNECT to host:port; nil when none.
     /// Only `match.host` and `match.port` are considered (a CONNECT has no path, method or headers to match).
     public func intercept(host: String, port: Int) -> Bool? {
-        for rule in interceptRules where rule.match.matchesHostAndPort(host: host, port: port) {
+        for rule in interceptRules where rule.matcher.matchesHostAndPort(host: host, port: port) {
             return rule.intercept
         }
         return nil

@@ -1,7 +1,7 @@
 /// A compiled glob: `*` matches any run of characters (including `/`), `?` exactly one character, everything else
 /// itself. Matching is on UTF-8 bytes with star backtracking: O(pattern × text) worst case, no allocation.
-/// Immutable and thread-safe.
-struct Glob: Sendable, Hashable, CustomStringConvertible {
+/// Immutable and thread-safe; a class, so that trying many globs per request copies references, not their arrays.
+final class Glob: Sendable, Hashable, CustomStringConvertible {
     private enum Element: Sendable, Hashable {
         case byte(UInt8)
         case one
@@ -13,8 +13,29 @@ struct Glob: Sendable, Hashable, CustomStringConvertible {
     private let elements: [Element]
     /// True for `*` alone: matches anything without looking.
     private let matchesAll: Bool
+    /// The fewest bytes a matching text can have (every byte and `?` element needs at least one).
+    private let minimumLength: Int
+    /// The bytes after the last `*` (all of them without a star), which a matching text must end with: checked
+    /// before any backtracking, so that most non-matching texts fail in a few comparisons.
+    private let tail: [UInt8]
+
+    /// The pattern itself when it has no `*` or `?` (lowercased when matched case-insensitively): such a glob
+    /// matches exactly that text, which lets rules be looked up by host instead of tried one by one.
+    var literal: String? {
+        elements.allSatisfy({ if case .byte = $0 { return true } else { return false } }) && !elements.isEmpty
+            ? String(decoding: tail, as: UTF8.self) : nil
+    }
 
     var description: String { pattern }
+
+    static func == (lhs: Glob, rhs: Glob) -> Bool {
+        lhs.pattern == rhs.pattern && lhs.caseInsensitive == rhs.caseInsensitive
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(pattern)
+        hasher.combine(caseInsensitive)
+    }
 
     /// Characters that look like glob syntax we do not support.
     static let unsupported: Set<Character> = ["[", "]", "{", "}"]
@@ -45,6 +66,13 @@ struct Glob: Sendable, Hashable, CustomStringConvertible {
         }
         self.elements = elements
         self.matchesAll = elements == [.star]
+        self.minimumLength = elements.count(where: { $0 != .star })
+        var tail: [UInt8] = []
+        for element in elements.reversed() {
+            guard case .byte(let byte) = element else { break }
+            tail.append(byte)
+        }
+        self.tail = tail.reversed()
     }
 
     @inline(__always) private static func lower(_ byte: UInt8) -> UInt8 {
@@ -58,9 +86,16 @@ struct Glob: Sendable, Hashable, CustomStringConvertible {
     }
 
     private func matches(bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let n = bytes.count
+        if n < minimumLength { return false }
+        var k = tail.count, end = n
+        while k > 0 {
+            k -= 1
+            end -= 1
+            if (caseInsensitive ? Glob.lower(bytes[end]) : bytes[end]) != tail[k] { return false }
+        }
         var p = 0, t = 0
         var starP = -1, starT = 0
-        let n = bytes.count
         while t < n {
             if p < elements.count {
                 switch elements[p] {

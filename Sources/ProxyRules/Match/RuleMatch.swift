@@ -1,7 +1,7 @@
 import ProxyModel
 
-/// The compiled `match:` of a rule. Every given field must match; an omitted one matches anything.
-/// Immutable; matching allocates only for `path_regex` groups.
+/// The compiled `match:` of a rule as the parser fills it in. Every given field must match; an omitted one matches
+/// anything. `RuleMatcher` does the matching.
 struct RuleMatch: Sendable {
     var hosts: [Glob] = []
     var schemes: [String] = []
@@ -13,68 +13,4 @@ struct RuleMatch: Sendable {
     var headers: [(name: String, value: Glob)] = []
     /// `match.websocket`: true matches only WebSocket handshakes (`Upgrade: websocket`), false only other requests.
     var websocket: Bool?
-
-    /// The `$0, $1…` of `path_regex` (just `[path]` without one) when the request matches, else nil.
-    func match(_ request: RequestHead) -> [String]? {
-        let url = request.url
-        guard matchesHostAndPort(host: url.host, port: url.port) else { return nil }
-        if !schemes.isEmpty && !schemes.contains(url.scheme) { return nil }
-        if !methods.isEmpty && !methods.contains(request.method) { return nil }
-        if let websocket, RuleMatch.isWebSocketHandshake(request) != websocket { return nil }
-        if let path, !path.matches(url.path) { return nil }
-        if !query.isEmpty {
-            let pairs = RuleMatch.queryPairs(url.query)
-            for (name, glob) in query {
-                guard pairs.contains(where: { $0.0 == name && glob.matches($0.1) }) else { return nil }
-            }
-        }
-        for (name, glob) in headers {
-            guard request.headers.values(for: name).contains(where: { glob.matches($0) }) else { return nil }
-        }
-        if let pathRegex {
-            return pathRegex.firstMatchGroups(in: url.path)
-        }
-        return [url.path]
-    }
-
-    /// Whether the request asks for a WebSocket (`Upgrade: websocket`; the server keeps the header on handshakes only).
-    static func isWebSocketHandshake(_ request: RequestHead) -> Bool {
-        request.headers.values(for: "upgrade").contains { value in
-            value.split(separator: ",").contains { $0.trimmingSpaces().lowercased() == "websocket" }
-        }
-    }
-
-    /// What a CONNECT can be judged by: host and port only.
-    func matchesHostAndPort(host: String, port: Int) -> Bool {
-        if !hosts.isEmpty && !hosts.contains(where: { $0.matches(host) }) { return false }
-        if !ports.isEmpty && !ports.contains(port) { return false }
-        return true
-    }
-
-    /// `name=value` pairs of a query, percent-decoded; a name without `=` has the value "".
-    static func queryPairs(_ query: String?) -> [(String, String)] {
-        guard let query, !query.isEmpty else { return [] }
-        return query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
-            if let equals = pair.firstIndex(of: "=") {
-                return (percentDecoded(pair[..<equals]), percentDecoded(pair[pair.index(after: equals)...]))
-            }
-            return (percentDecoded(pair), "")
-        }
-    }
-
-    static func percentDecoded(_ text: Substring) -> String {
-        guard text.contains("%") else { return String(text) }
-        var bytes: [UInt8] = []
-        var utf8 = Array(text.utf8)[...]
-        while let byte = utf8.popFirst() {
-            if byte == UInt8(ascii: "%"), utf8.count >= 2,
-               let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16) {
-                bytes.append(value)
-                utf8 = utf8.dropFirst(2)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
 }
