@@ -13,6 +13,8 @@
 # Loads (a Python http.client per connection, absolute-form GET, each response checked: 200 and 1024 bytes):
 #   seq:  1 keep-alive connection × CALLGRIND_SEQ requests (2000)
 #   conc: CALLGRIND_CONNS connections (8) × CALLGRIND_PER requests (250), at once
+#   fresh: CALLGRIND_FRESH requests (1000), each on a new connection with `Connection: close` (not in the default
+#          loads; the keep-alive loads leave out accepting and closing, which the "new conn/req" case of run.sh pays)
 # Prints a markdown table: case, load, requests, instructions (Ir) per request (with CALLGRIND_REPEAT > 1: the mean
 # and the spread of the runs), also written to bench/results/callgrind-latest.md (git-ignored). The top functions
 # (self and inclusive, Ir per request) of every dump go to TMP/top-CASE-LOAD-RUN-{self,incl}.txt; CALLGRIND_TOP=1
@@ -20,7 +22,7 @@
 #
 # Cases: plain (the traffic viewer on, the default), har, jsonl, rules50 (50 rules), noui (--no-ui: no records built).
 # Knobs: HOOKPROXY, CALLGRIND_CASES ("plain har jsonl rules50 noui"), CALLGRIND_LOADS ("seq conc"), CALLGRIND_SEQ (2000),
-# CALLGRIND_CONNS (8), CALLGRIND_PER (250), CALLGRIND_WARMUP (50 requests per connection), CALLGRIND_REPEAT (1),
+# CALLGRIND_CONNS (8), CALLGRIND_PER (250), CALLGRIND_FRESH (1000), CALLGRIND_WARMUP (50 requests per connection), CALLGRIND_REPEAT (1),
 # CALLGRIND_TIMEOUT (900 s per load), CALLGRIND_TOP, BENCH_KEEP=1 (keep the temp dir: dumps, logs, top lists).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,6 +32,7 @@ LOADS=${CALLGRIND_LOADS:-"seq conc"}
 SEQ=${CALLGRIND_SEQ:-2000}
 CONNS=${CALLGRIND_CONNS:-8}
 PER=${CALLGRIND_PER:-250}
+FRESH=${CALLGRIND_FRESH:-1000}
 WARMUP=${CALLGRIND_WARMUP:-50}
 REPEAT=${CALLGRIND_REPEAT:-1}
 LOAD_TIMEOUT=${CALLGRIND_TIMEOUT:-900}
@@ -105,6 +108,7 @@ bash "$ROOT/bench/rules50.sh" "$NP" >"$T/rules50/bench.yaml"
 cat >"$T/client.py" <<'EOF'
 import http.client, sys, threading
 port, upstream, conns, per = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+fresh = len(sys.argv) > 5 and sys.argv[5] == "fresh"  # a new connection per request, "Connection: close"
 url, host = "http://127.0.0.1:%d/1k.bin" % upstream, "127.0.0.1:%d" % upstream
 served, errors = [0] * conns, []
 start = threading.Barrier(conns)
@@ -114,7 +118,10 @@ def run(i):
         c.connect()
         start.wait()
         for _ in range(per):
-            c.request("GET", url, headers={"Host": host})
+            if fresh:
+                c.close()
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            c.request("GET", url, headers={"Host": host, "Connection": "close"} if fresh else {"Host": host})
             r = c.getresponse()
             body = r.read()
             if r.status != 200 or len(body) != 1024:
@@ -182,12 +189,14 @@ measure() { # CASE LOAD RUN PORT PID
   case $load in
     seq) conns=1; per=$SEQ ;;
     conc) conns=$CONNS; per=$PER ;;
+    fresh) conns=1; per=$FRESH ;;
     *) echo "unknown load $load" >&2; exit 2 ;;
   esac
-  n=$(python3 "$T/client.py" "$port" "$NP" "$conns" "$WARMUP") || { echo "warm-up failed ($c $load)" >&2; exit 1; }
+  local mode=""; [ "$load" = fresh ] && mode=fresh
+  n=$(python3 "$T/client.py" "$port" "$NP" "$conns" "$WARMUP" $mode) || { echo "warm-up failed ($c $load)" >&2; exit 1; }
   SERVED_SO_FAR=$((SERVED_SO_FAR + n)); wait_log "$SERVED_SO_FAR"
   callgrind_control -z "$pid" >"$T/control.log" 2>&1 || { cat "$T/control.log" >&2; exit 1; }
-  n=$(timeout "$LOAD_TIMEOUT" python3 "$T/client.py" "$port" "$NP" "$conns" "$per") \
+  n=$(timeout "$LOAD_TIMEOUT" python3 "$T/client.py" "$port" "$NP" "$conns" "$per" $mode) \
     || { echo "load failed or timed out ($c $load run $run)" >&2; exit 1; }
   SERVED_SO_FAR=$((SERVED_SO_FAR + n)); wait_log "$SERVED_SO_FAR"
   before=$(ls "$T/cg")
@@ -253,7 +262,7 @@ mkdir -p "$ROOT/bench/results"
         per_run="$per_run $(awk -v a="${IR["$c|$load|$run"]}" -v n="${REQS["$c|$load|$run"]}" 'BEGIN{printf "%.0f", a / n}')"
         reqs=${REQS["$c|$load|$run"]}
       done
-      case $load in seq) shape="1 conn × $SEQ" ;; conc) shape="$CONNS conns × $PER" ;; esac
+      case $load in seq) shape="1 conn × $SEQ" ;; conc) shape="$CONNS conns × $PER" ;; fresh) shape="$FRESH conns × 1" ;; esac
       if [ "$REPEAT" -gt 1 ]; then
         echo "$per_run" | awk -v c="$c" -v l="$shape" -v r="$reqs" '{ s = 0; mn = $1; mx = $1; runs = ""
           for (i = 1; i <= NF; i++) { s += $i; if ($i < mn) mn = $i; if ($i > mx) mx = $i; runs = runs (i > 1 ? ", " : "") $i }

@@ -1,29 +1,58 @@
 /// Hop-by-hop header handling (RFC 9110 §7.6.1): these headers describe one connection and are never forwarded.
 public enum HopByHop {
-    /// Always hop-by-hop, whatever `Connection` says (compared without allocating). `Trailer` is not: it names the
-    /// trailer fields that follow the body, and those are forwarded.
-    private static let standard = ["connection", "keep-alive", "proxy-connection", "proxy-authorization",
-                                   "proxy-authenticate", "te", "transfer-encoding", "upgrade"]
-
     /// Removes the standard hop-by-hop headers and every header named in `Connection`.
     /// `TE: trailers` survives (RFC 9110 §10.1.4: it says the client takes trailers; gRPC servers send them only
     /// then), as `TE: trailers` alone.
     public static func strip(_ headers: inout HeaderFields) {
+        // One pass finds whether there is anything to strip, the names `Connection` lists and what `TE` says; most
+        // heads hold no hop-by-hop field but `Connection` (every field named in it is hop-by-hop only because it is).
+        var found = false
         var named: [String] = []
-        for value in headers.values(for: "connection") {
-            for token in value.split(separator: ",") { named.append(token.trimmingSpaces()) }
+        var takesTrailers = false
+        for field in headers.fields where isStandard(field.name) {
+            found = true
+            if field.name.utf8.count == 10, field.name.caseInsensitiveEquals("connection") {
+                forEachListItem(field.value) { named.append(String($0)) }
+            } else if field.name.utf8.count == 2 {
+                forEachListItem(field.value) { item in
+                    let parameterStart = item.utf8.firstIndex(of: UInt8(ascii: ";")) ?? item.endIndex
+                    if item[..<parameterStart].trimmingSpaces().caseInsensitiveEquals("trailers") { takesTrailers = true }
+                }
+            }
         }
-        guard headers.contains(where: { field in isHopByHop(field.name, named) }) else { return }
-        let takesTrailers = headers.values(for: "te").contains { value in
-            value.split(separator: ",").contains { $0.split(separator: ";").first?.trimmingSpaces().lowercased() == "trailers" }
-        }
+        guard found else { return }
         headers.removeAll { field in isHopByHop(field.name, named) }
         if takesTrailers && !named.contains(where: { $0.caseInsensitiveEquals("te") }) { headers.add("TE", "trailers") }
     }
 
+    /// Calls `body` with each non-empty item of a comma-separated field value, without its surrounding spaces.
+    @inline(__always)
+    static func forEachListItem(_ value: String, _ body: (Substring) -> Void) {
+        for item in value.utf8.split(separator: UInt8(ascii: ",")) {
+            let trimmed = Substring(item).trimmingSpaces()
+            if !trimmed.isEmpty { body(Substring(trimmed)) }
+        }
+    }
+
     @inline(__always)
     private static func isHopByHop(_ name: String, _ named: [String]) -> Bool {
-        standard.contains { name.caseInsensitiveEquals($0) } || named.contains { name.caseInsensitiveEquals($0) }
+        isStandard(name) || named.contains { name.caseInsensitiveEquals($0) }
+    }
+
+    /// Always hop-by-hop, whatever `Connection` says: Connection, Keep-Alive, Proxy-Connection, Proxy-Authorization,
+    /// Proxy-Authenticate, TE, Transfer-Encoding and Upgrade. `Trailer` is not: it names the trailer fields that
+    /// follow the body, and those are forwarded. Looked up by length first: most names have a length none of these has.
+    static func isStandard(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 2: name.caseInsensitiveEquals("te")
+        case 7: name.caseInsensitiveEquals("upgrade")
+        case 10: name.caseInsensitiveEquals("connection") || name.caseInsensitiveEquals("keep-alive")
+        case 16: name.caseInsensitiveEquals("proxy-connection")
+        case 17: name.caseInsensitiveEquals("transfer-encoding")
+        case 18: name.caseInsensitiveEquals("proxy-authenticate")
+        case 19: name.caseInsensitiveEquals("proxy-authorization")
+        default: false
+        }
     }
 }
 

@@ -67,10 +67,31 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
         var host = host
         if host.utf8.count > 1, host.utf8.last == UInt8(ascii: ".") { host.removeLast() }
         guard let first = host.utf8.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "9") else { return host }
+        if isDottedQuad(host) { return host }
         var address = in_addr()
         guard inet_aton(host, &address) != 0 else { return host }
         let value = UInt32(bigEndian: address.s_addr)
         return "\(value >> 24).\((value >> 16) & 0xFF).\((value >> 8) & 0xFF).\(value & 0xFF)"
+    }
+
+    /// Four decimal numbers of 0–255 without leading zeros, joined by dots: already the canonical form (the usual
+    /// numeric host; rebuilding it costs a request thousands of instructions).
+    static func isDottedQuad(_ host: String) -> Bool {
+        var parts = 0, value = 0, digits = 0
+        for byte in host.utf8 {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, parts < 3 else { return false }
+                parts += 1
+                value = 0
+                digits = 0
+                continue
+            }
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), !(digits == 1 && value == 0) else { return false }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            digits += 1
+            guard value <= 255 else { return false }
+        }
+        return parts == 3 && digits > 0
     }
 
     /// Whether `host` is a registered name (`bracketed == false`) or an IPv6 literal (`true`) hookproxy forwards to.

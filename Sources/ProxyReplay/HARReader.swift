@@ -170,7 +170,7 @@ public enum HARReader {
             guard isToken(name) else {
                 throw EntryProblem(message: "request.headers[\(index)].name '\(field.name.prefix(40))' is not a header name")
             }
-            guard !field.value.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 }) else {
+            guard !HTTPToken.breaksFieldValue(field.value) else {
                 throw EntryProblem(message: "request.headers[\(index)] (\(field.name)) holds a line break or NUL")
             }
         }
@@ -222,10 +222,5 @@ public enum HARReader {
     }
 
     /// RFC 9110 token: what a method and a header name must be.
-    static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
-    }
+    static func isToken(_ text: String) -> Bool { HTTPToken.isToken(text) }
 }

@@ -12,3 +12,48 @@ struct CaseInsensitiveEqualsTests {
         #expect(b.caseInsensitiveEquals(a) == equal)
     }
 }
+
+/// The byte-buffer path against the definition, on every pair of bytes (both orders, at each position).
+struct CaseInsensitiveEqualsExhaustiveTests {
+    @Test func everyBytePairFoldsOnlyLetters() {
+        for a in UInt8(0x20)...UInt8(0x7E) {
+            for b in UInt8(0x20)...UInt8(0x7E) {
+                let lower = { (x: UInt8) in (x >= 65 && x <= 90) ? x + 32 : x }
+                let expected = lower(a) == lower(b)
+                let left = String(decoding: [0x78, a, 0x79], as: UTF8.self)
+                let right = String(decoding: [0x78, b, 0x79], as: UTF8.self)
+                #expect(left.caseInsensitiveEquals(right) == expected)
+                // A Substring-backed (bridged or shared) text takes the same answer.
+                #expect(String(left.dropFirst(0)).caseInsensitiveEquals(right) == expected)
+            }
+        }
+    }
+}
+
+/// `HTTPToken` against RFC 9110's list, byte by byte.
+struct HTTPTokenTests {
+    @Test func tokenBytesAreExactlyTheRFCs() {
+        let rfc = Set("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
+        for byte in UInt8.min...UInt8.max {
+            #expect(HTTPToken.isTokenByte(byte) == rfc.contains(byte), "byte \(byte)")
+        }
+        #expect(HTTPToken.isToken("X-Request-ID"))
+        #expect(!HTTPToken.isToken(""))
+        #expect(!HTTPToken.isToken("Bad Name"))
+        #expect(!HTTPToken.isToken("Bad:Name"))
+        #expect(!HTTPToken.isToken("Ünicode"))
+    }
+}
+
+/// The hop-by-hop list, looked up by length: each standard name goes in any case, a name of the same length stays.
+struct HopByHopTests {
+    @Test func standardNamesGoAndLookalikesStay() {
+        let standard = ["Connection", "KEEP-ALIVE", "proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate",
+                        "tE", "Transfer-Encoding", "upgrade"]
+        let lookalikes = ["Connectiom", "keep-alivf", "proxy-connectiom", "proxy-authorizatiom", "proxy-authenticatf",
+                          "tf", "transfer-encodinh", "upgradf", "Trailer", "Host"]
+        var headers = HeaderFields((standard + lookalikes).map { HeaderField(name: $0, value: "1") })
+        HopByHop.strip(&headers)
+        #expect(headers.map(\.name) == lookalikes)
+    }
+}

@@ -183,17 +183,7 @@ extension Replacement {
 
 /// RFC 9110 token and field-value checks.
 enum HeaderValidation {
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-             UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
-    }
-
-    static func isName(_ name: String) -> Bool { !name.isEmpty && name.utf8.allSatisfy(isTokenByte) }
+    static func isName(_ name: String) -> Bool { HTTPToken.isToken(name) }
 
     static func isValue(_ value: String) -> Bool {
         value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }

@@ -41,7 +41,7 @@ extension RuleParser {
         }
         if let node = map["method"], let methods = ctx.stringList(node, "match.method") {
             for (method, methodNode) in methods {
-                guard !method.isEmpty, method.utf8.allSatisfy(HeaderValidation.isTokenByte) else {
+                guard HTTPToken.isToken(method) else {
                     ctx.error(methodNode, "'\(method)' is not an HTTP method")
                     continue
                 }

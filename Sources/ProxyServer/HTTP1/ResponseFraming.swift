@@ -17,8 +17,8 @@ enum ResponseFraming {
     static func sanitize(_ head: inout ResponseHead) -> String? {
         guard (100...999).contains(head.status) else { return "invalid status line (no three-digit status code)" }
         for field in head.headers {
-            if !isToken(field.name) { return "invalid header name '\(printable(field.name))'" }
-            if field.value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
+            if !HTTPToken.isToken(field.name) { return "invalid header name '\(printable(field.name))'" }
+            if HTTPToken.breaksFieldValue(field.value) {
                 return "invalid value of header '\(field.name)' (CR, LF or NUL)"
             }
         }
@@ -28,6 +28,8 @@ enum ResponseFraming {
         }
         let declared = head.headers.values(for: "content-length")
         guard !declared.isEmpty else { return nil }
+        // The usual case, one plain number without a leading zero, is already in the form forwarded.
+        if declared.count == 1, isPlainNumber(declared[0]) { return nil }
         var length: String?
         for value in declared {
             for part in value.split(separator: ",", omittingEmptySubsequences: false) {
@@ -44,17 +46,14 @@ enum ResponseFraming {
         return nil
     }
 
-    /// RFC 9110 §5.6.2 token characters.
-    static func isToken(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"):
-                true
-            default:
-                "!#$%&'*+-.^_`|~".utf8.contains(byte)
-            }
+
+    /// 1 to 18 digits, the first not a 0 unless it is the only one: what normalizing would give back unchanged.
+    private static func isPlainNumber(_ value: String) -> Bool {
+        let digits = value.utf8
+        guard let first = digits.first, digits.count <= 18, first != UInt8(ascii: "0") || digits.count == 1 else {
+            return false
         }
+        return digits.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
     private static func printable(_ text: String) -> String {
