@@ -86,7 +86,9 @@ struct ResponseHeadParser {
         }
         if end >= 5, line[0] == 0x48, line[1] == 0x54, line[2] == 0x54, line[3] == 0x50, line[4] == 0x2F {  // "HTTP/"
             if complete, let status = current?.status, status == 401 || status == 407 { answeredChallenges += 1 }
-            current = ResponseHeadParser.statusLine(String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self))
+            let bytes = UnsafeRawBufferPointer(rebasing: line[0..<end])
+            current = ResponseHeadParser.plainStatusLine(bytes)
+                ?? ResponseHeadParser.statusLine(String(decoding: bytes, as: UTF8.self))
             complete = false
             return false
         }
@@ -122,6 +124,33 @@ struct ResponseHeadParser {
         guard !delivered, let current else { return nil }
         delivered = true
         return current
+    }
+
+    /// `HTTP/1.1 200 OK`, `HTTP/1.0 …`, `HTTP/2 …` or `HTTP/3 …` with one space on each side of a three-digit code:
+    /// nearly every status line, read off its bytes. Nil for anything else, which `statusLine` reads.
+    static func plainStatusLine(_ line: UnsafeRawBufferPointer) -> ResponseHead? {
+        let version: HTTPVersionNumber
+        let codeStart: Int
+        if line.count >= 12, line[5] == UInt8(ascii: "1"), line[6] == UInt8(ascii: "."), line[8] == 0x20,
+           line[7] == UInt8(ascii: "1") || line[7] == UInt8(ascii: "0") {
+            version = HTTPVersionNumber(major: 1, minor: Int(line[7] - UInt8(ascii: "0")))
+            codeStart = 9
+        } else if line.count >= 10, line[5] == UInt8(ascii: "2") || line[5] == UInt8(ascii: "3"), line[6] == 0x20 {
+            version = HTTPVersionNumber(major: Int(line[5] - UInt8(ascii: "0")), minor: 0)
+            codeStart = 7
+        } else {
+            return nil
+        }
+        var status = 0
+        for byte in line[codeStart..<codeStart + 3] {
+            guard byte >= 0x30, byte <= 0x39 else { return nil }
+            status = status * 10 + Int(byte - 0x30)
+        }
+        let codeEnd = codeStart + 3
+        if codeEnd == line.count { return ResponseHead(status: status, reason: "", version: version) }
+        guard line[codeEnd] == 0x20 else { return nil }
+        let reason = String(decoding: UnsafeRawBufferPointer(rebasing: line[(codeEnd + 1)...]), as: UTF8.self)
+        return ResponseHead(status: status, reason: reason, version: version)
     }
 
     static func statusLine(_ text: String) -> ResponseHead {
