@@ -216,17 +216,28 @@ struct WebSocketTests {
     @Test("a client that stops reading stalls the server (backpressure through the proxy), and then gets every byte")
     func slowReader() async throws {
         try await Self.intercepted { server, proxy, ca in
-            let run = Task { try await Self.client(proxy, "wss://localhost:\(server.port)/", "slow-reader", ca: ca)["received_bytes"] as? Int }
-            // While the client reads nothing (4 s), the server may fill the socket buffers and hookproxy's bounded
-            // backlog, not send 25 MiB: measured once the flood stopped moving.
-            #expect(await eventually(timeout: .seconds(20)) { server.records.floodSent > 0 })
+            // The client reads nothing until this file exists, so that on a loaded machine the stall is measured
+            // before the client resumes, not raced against a fixed pause.
+            let resume = FileManager.default.temporaryDirectory.appendingPathComponent("hookproxy-ws-resume-\(UUID())").path
+            defer { try? FileManager.default.removeItem(atPath: resume) }
+            let run = Task {
+                try await Self.client(proxy, "wss://localhost:\(server.port)/", "slow-reader", ca: ca,
+                                      environment: ["WS_RESUME_FILE": resume])["received_bytes"] as? Int
+            }
+            // While the client reads nothing, the server may fill the socket buffers and hookproxy's bounded backlog,
+            // not send 25 MiB: measured once the flood has not moved for a second.
+            #expect(await eventually(timeout: .seconds(30)) { server.records.floodSent > 0 })
             var last = -1
-            _ = await eventually(timeout: .seconds(3), interval: .milliseconds(300)) {
+            var stillSince = ContinuousClock.now
+            let stalled = await eventually(timeout: .seconds(30), interval: .milliseconds(100)) {
                 let now = server.records.floodSent
-                defer { last = now }
-                return now == last
+                if now != last { stillSince = .now }
+                last = now
+                return ContinuousClock.now - stillSince >= .seconds(1)
             }
             let stalledAt = server.records.floodSent
+            FileManager.default.createFile(atPath: resume, contents: nil)
+            #expect(stalled, "the flood never stopped moving while the client read nothing (at \(stalledAt))")
             #expect(stalledAt < 400, "the server sent every message while the client read none: nothing held it back")
             let received = try await run.value
             #expect(received == 400 * 65536)

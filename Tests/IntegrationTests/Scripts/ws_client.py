@@ -115,7 +115,13 @@ async def main():
         elif scenario == "slow-reader":
             async with connect() as ws:
                 await ws.send("flood:400:65536")
-                await asyncio.sleep(4)                       # reads nothing: the proxy must stop reading the server
+                # Reads nothing until the test has seen the flood stop (it creates WS_RESUME_FILE), at most 60 s;
+                # without the variable, for 4 s. The proxy must stop reading the server meanwhile.
+                resume = os.environ.get("WS_RESUME_FILE")
+                for _ in range(1200 if resume else 80):
+                    if resume and os.path.exists(resume):
+                        break
+                    await asyncio.sleep(0.05)
                 total = 0
                 for _ in range(400):
                     total += len(await asyncio.wait_for(ws.recv(), 30))
