@@ -56,7 +56,10 @@ public struct HeaderFields: Sendable, Hashable, RandomAccessCollection, Expressi
         }
     }
 
+    /// Removes every field named `name`. Looks before it writes: `removeAll(where:)` would take the array for
+    /// writing, copying it when shared, even with nothing to remove (the usual case of a rule's `remove_headers`).
     public mutating func remove(_ name: String) {
+        guard fields.contains(where: { $0.name.caseInsensitiveEquals(name) }) else { return }
         fields.removeAll { $0.name.caseInsensitiveEquals(name) }
     }
 

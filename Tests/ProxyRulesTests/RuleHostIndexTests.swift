@@ -30,6 +30,31 @@ import Testing
         #expect(set.plan(for: request("GET", "http://nowhere.test/")).firedRules.isEmpty)
     }
 
+    /// Random rule sets and hosts: the index must fire exactly the rules that trying every rule fires, in order.
+    @Test func indexAgreesWithTryingEveryRule() throws {
+        let patterns = ["api.example.com", "API.example.com", "*.example.com", "*.com", "ap?.example.com", "api-*",
+                        "*", "*.svc.example.org", "localhost", "*.localhost", "127.0.0.1", "127.0.0.*", "*.0.1",
+                        "*example.com", "web.example.com", "*.test", "a.test"]
+        let hosts = ["api.example.com", "Api.Example.COM", "web.example.com", "example.com", "x.svc.example.org",
+                     "localhost", "a.localhost", "127.0.0.1", "10.0.0.1", "a.test", "test", "api-1", "apx.example.com"]
+        var rng = SplitMix(seed: 42)
+        for round in 0..<60 {
+            var yaml = "rules:\n"
+            for index in 0..<(1 + rng.next(12)) {
+                let count = rng.next(3)  // 0: no host at all
+                let chosen = (0..<count).map { _ in "\"\(patterns[rng.next(patterns.count)])\"" }
+                let match = count == 0 ? "{ path: \"/*\" }" : "{ host: [\(chosen.joined(separator: ", "))] }"
+                yaml += "  - name: r\(round)-\(index)\n    match: \(match)\n"
+            }
+            let set = try ruleSet(yaml)
+            for host in hosts {
+                let head = request("GET", "http://\(host)/x")
+                let expected = set.rules.filter { RuleMatcher($0.match).match(head) != nil }.map(\.name)
+                #expect(set.plan(for: head).firedRules == expected, "\(yaml) host \(host)")
+            }
+        }
+    }
+
     @Test func interceptDecisionsUseTheSameMatchers() throws {
         let set = try ruleSet("""
         rules:

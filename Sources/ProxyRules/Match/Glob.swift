@@ -19,6 +19,10 @@ final class Glob: Sendable, Hashable, CustomStringConvertible {
     /// before any backtracking, so that most non-matching texts fail in a few comparisons.
     private let tail: [UInt8]
 
+    /// The literal bytes after the last `*` or `?` (lowercased when matched case-insensitively), which every
+    /// matching text ends with.
+    var literalTail: String { String(decoding: tail, as: UTF8.self) }
+
     /// The pattern itself when it has no `*` or `?` (lowercased when matched case-insensitively): such a glob
     /// matches exactly that text, which lets rules be looked up by host instead of tried one by one.
     var literal: String? {
