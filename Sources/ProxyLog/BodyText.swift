@@ -36,9 +36,7 @@ public struct BodyText: Sendable, Hashable {
 
     static func kind(of contentType: String?) -> Kind {
         guard let contentType else { return .unknown }
-        // `Content-Type: ;` (or an empty value) has no media type: `split` would return no parts at all.
-        let mediaType = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        let mime = mediaType.trimmingSpaces().lowercased()
+        let mime = mediaType(contentType)
         if mime.isEmpty { return .unknown }
         // Byte comparisons: String's hasPrefix compares Characters (this runs for every logged body).
         let bytes = mime.utf8
@@ -48,6 +46,15 @@ public struct BodyText: Sendable, Hashable {
         if textualTypes.contains(mime) { return .textual }
         if binaryPrefixes.contains(where: { bytes.starts(with: $0.utf8) }) { return .binary }
         return binaryTypes.contains(mime) ? .binary : .unknown
+    }
+
+    /// The media type of a `Content-Type` value: before any `;`, without spaces, ASCII-lowercased (allocating only
+    /// when there is a capital letter; `lowercased()` costs a logged body thousands of instructions).
+    static func mediaType(_ contentType: String) -> String {
+        let end = contentType.utf8.firstIndex(of: UInt8(ascii: ";")) ?? contentType.endIndex
+        let trimmed = contentType[..<end].trimmingSpaces()
+        guard trimmed.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) else { return trimmed }
+        return String(decoding: trimmed.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
     }
 
     private static let textualTypes: Set<String> = [

@@ -143,9 +143,15 @@ struct JSONWriter: ~Copyable {
 
     mutating func int(_ value: Int) {
         separate()
-        reserve(20)
         if value < 0 { append(UInt8(ascii: "-")) }
-        var rest = value.magnitude // (Int.min has no positive Int)
+        appendDigits(UInt64(value.magnitude))  // (Int.min has no positive Int)
+        needsComma = true
+    }
+
+    /// The decimal digits of `value`, written in place.
+    private mutating func appendDigits(_ value: UInt64) {
+        reserve(20)
+        var rest = value
         var digits = 0
         var probe = rest
         repeat { digits += 1; probe /= 10 } while probe > 0
@@ -156,12 +162,15 @@ struct JSONWriter: ~Copyable {
             rest /= 10
         } while rest > 0
         count += digits
-        needsComma = true
     }
 
     mutating func double(_ value: Double) {
         guard value.isFinite else { return null() }
         separate()
+        if appendMillisecondFigure(value) {
+            needsComma = true
+            return
+        }
         var text = value.description
         text.withUTF8 { utf8 in
             let count = utf8.count
@@ -169,6 +178,40 @@ struct JSONWriter: ~Copyable {
             append(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[..<(whole ? count - 2 : count)]))
         }
         needsComma = true
+    }
+
+    /// Writes a value with at most three decimals (every millisecond figure of the logs, rounded so) as
+    /// `description` would, less a trailing `.0`, with integer arithmetic; false, writing nothing, for any other
+    /// value. Below 10¹² no other decimal with as few digits is as close, so these digits are the shortest that read
+    /// back as the value, which is what `description` prints (and without an exponent at this size).
+    private mutating func appendMillisecondFigure(_ value: Double) -> Bool {
+        let scaled = (value * 1000).rounded()
+        guard abs(scaled) < 1e15, scaled / 1000 == value else { return false }
+        if value == 0 {
+            if value.sign == .minus { append(UInt8(ascii: "-")) }
+            append(UInt8(ascii: "0"))
+            return true
+        }
+        var thousandths = Int64(scaled)
+        if thousandths < 0 {
+            append(UInt8(ascii: "-"))
+            thousandths = -thousandths
+        }
+        appendDigits(UInt64(thousandths / 1000))
+        var fraction = Int(thousandths % 1000)
+        guard fraction != 0 else { return true }
+        append(UInt8(ascii: "."))
+        var digits = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        var divisor = digits == 3 ? 100 : digits == 2 ? 10 : 1
+        while divisor > 0 {
+            append(UInt8(ascii: "0") + UInt8(fraction / divisor % 10))
+            divisor /= 10
+        }
+        return true
     }
 
     mutating func bool(_ value: Bool) {

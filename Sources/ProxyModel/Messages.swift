@@ -7,7 +7,14 @@ public struct HTTPVersionNumber: Sendable, Hashable, CustomStringConvertible {
     public static let http1_1 = HTTPVersionNumber(major: 1, minor: 1)
     public static let http2 = HTTPVersionNumber(major: 2, minor: 0)
     /// `HTTP/1.1`; HTTP/2 and later by their major number alone (`HTTP/2`), as RFC 9113 names it.
-    public var description: String { major >= 2 && minor == 0 ? "HTTP/\(major)" : "HTTP/\(major).\(minor)" }
+    public var description: String {
+        switch (major, minor) {
+        case (1, 1): "HTTP/1.1"  // the usual ones without interpolating (every log record names two)
+        case (1, 0): "HTTP/1.0"
+        case (2, 0): "HTTP/2"
+        default: major >= 2 && minor == 0 ? "HTTP/\(major)" : "HTTP/\(major).\(minor)"
+        }
+    }
 }
 
 /// A request head as hookproxy forwards it: method, absolute URL, version and headers (hop-by-hop removed).

@@ -166,3 +166,30 @@ import Testing
         #expect(Base64.encode(Array("hookproxy".utf8)) == "aG9va3Byb3h5")
     }
 }
+
+/// `JSONWriter.double` against JSONEncoder.
+struct JSONWriterDoubleTests {
+    /// Millisecond figures take an integer path; it must print what JSONEncoder prints, on random three-decimal
+    /// values of every size it takes, on values it must leave to `description`, and on the edges.
+    @Test func millisecondFiguresAsJSONEncoder() throws {
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        func next() -> UInt64 {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return state
+        }
+        var values: [Double] = [0, -0.0, 0.001, -0.001, 0.1, 0.12, 0.123, 1, 10, 999_999_999.999, 123_456.5, 1e11 + 0.25,
+                                999_999_999_999.999, 1e12, 1e15, 0.1 + 0.2, 2.675, 1.0005, 0.0001, 1e-7, 5e-324,
+                                Double.greatestFiniteMagnitude, -1234.5678]
+        for _ in 0..<3000 {
+            let magnitude = [1.0, 1e3, 1e6, 1e9, 1e12][Int(next() % 5)]
+            let thousandths = Double(next() % UInt64(magnitude * 1000))
+            values.append((next() % 2 == 0 ? 1 : -1) * thousandths / 1000)
+            values.append(Double(bitPattern: next() >> 2))  // arbitrary doubles, mostly not three-decimal
+        }
+        for value in values where value.isFinite {
+            #expect(JSONWriterTests.written { $0.double(value) } == (try JSONWriterTests.encoded(value)), "\(value)")
+        }
+    }
+}
