@@ -10,7 +10,7 @@
 #                         +watched with a client reading the viewer's /api/events throughout)
 #   BENCH_REPEAT_10M=10   how many sequential 10 MiB downloads
 #   BENCH_PAIRED_ROUNDS=5, BENCH_PAIRED_DURATION=4
-#                         the viewer's cost measured paired: hookproxy, +no-ui and +watched side by side, taking
+#                         costs measured paired: hookproxy, +no-ui, +watched, +har and +rules side by side, taking
 #                         turns for this many rounds of this many seconds each (0 rounds: skip)
 #   BENCH_KEEP=1          keep the temp dir (configs, logs, HAR) and print its path
 #   BENCH_HOOKPROXY=PATH  use this hookproxy binary instead of building the release one
@@ -364,18 +364,19 @@ for p in $PROXIES; do
   sleep 1
 done
 
-# The viewer's cost (issue 17), paired: one proxy after another, this machine's throughput swings by ±15 % from one
-# minute to the next, more than the cost measured. So hookproxy with the viewer on, with --no-ui, and watched run
-# side by side, each warmed up the same way, and take turns: PAIRED_ROUNDS rounds of one PAIRED_DUR-second c64 run
-# each; the medians are compared.
+# The costs of the viewer (issue 17), --har and 50 rules (issue 14), paired: one proxy after another, this machine's
+# throughput swings by ±15 % from one minute to the next, more than the costs measured. So hookproxy and its
+# variants (viewer off, watched, --har, 50 rules) run side by side, each warmed up the same way, and take turns:
+# PAIRED_ROUNDS rounds of one PAIRED_DUR-second c64 run each; the medians are compared.
 PAIRED_ROUNDS=${BENCH_PAIRED_ROUNDS:-5}
 PAIRED_DUR=${BENCH_PAIRED_DURATION:-4}
 median() { tr ' ' '\n' <<<"$*" | grep . | sort -g | awk '{a[NR]=$1} END{ if (NR) printf "%.1f", (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2 }'; }
-paired_viewer_cost() {
+PAIRED_VARIANTS="hookproxy hookproxy+no-ui hookproxy+watched hookproxy+har hookproxy+rules"
+paired_costs() {
   local names=() n r rps cpu
-  for n in hookproxy hookproxy+no-ui hookproxy+watched; do [[ " $PROXIES " == *" $n "* ]] && names+=("$n"); done
+  for n in $PAIRED_VARIANTS; do [[ " $PROXIES " == *" $n "* ]] && names+=("$n"); done
   [ "${#names[@]}" -ge 2 ] && [ "$PAIRED_ROUNDS" -gt 0 ] || return 0
-  say "the viewer's cost, paired: ${names[*]}, $PAIRED_ROUNDS rounds of ${PAIRED_DUR}s each"
+  say "costs, paired: ${names[*]}, $PAIRED_ROUNDS rounds of ${PAIRED_DUR}s each"
   declare -A pid port watch
   for n in "${names[@]}"; do
     start_proxy "$n" || { R["start errors|$n"]="did not start (paired)"; return 0; }
@@ -396,7 +397,7 @@ paired_viewer_cost() {
     PROXY_PID=${pid[$n]}; WATCH_PID=${watch[$n]}; stop_proxy
   done
 }
-paired_viewer_cost
+paired_costs
 
 # ---------------------------------------------------------------------------------------------------- report
 METRICS=(
@@ -481,15 +482,53 @@ mkdir -p "$ROOT/bench/results"
     h=${R["paired c64 rps|hookproxy"]:-}; w=${R["paired c64 rps|hookproxy+watched"]:-}
     check "viewer on keep-alive c64: ≥ 0.9× --no-ui (paired, medians)" "$h vs $x ($(ratio "$h" "$x"))" "a >= 0.9 * b" "$h" "$x"
     check "viewer watched keep-alive c64: ≥ 0.9× --no-ui (paired, medians)" "$w vs $x ($(ratio "$w" "$x"))" "a >= 0.9 * b" "$w" "$x"
+  fi
+
+  # Issue 14's targets (it raised issue 7's), in this same run.
+  echo
+  echo "| target (issue 14) | measured | met |"
+  echo "| --- | --- | :-: |"
+  h=${R["$k64 rps|hookproxy"]:-}; s=${R["$k64 rps|squid"]:-}
+  check "keep-alive 1 KiB c64: ≥ 2× squid req/s" "$h vs squid $s ($(ratio "$h" "$s"))" "a >= 2 * b" "$h" "$s"
+  h=${R["$k64 cpu µs/req|hookproxy"]:-}; s=${R["$k64 cpu µs/req|squid"]:-}
+  check "keep-alive 1 KiB c64: proxy CPU per request ≤ 0.5× squid's" "$h vs squid $s µs ($(ratio "$h" "$s"))" "a <= 0.5 * b" "$h" "$s"
+  h=${R["$k64 rps|hookproxy"]:-}
+  x=${R["$k64 rps|hookproxy+har"]:-}
+  check "--har ≥ 0.8× plain (sequential runs)" "$x vs $h ($(ratio "$x" "$h"))" "a >= 0.8 * b" "$x" "$h"
+  x=${R["$k64 rps|hookproxy+rules"]:-}
+  check "50 rules ≥ 0.9× plain (sequential runs)" "$x vs $h ($(ratio "$x" "$h"))" "a >= 0.9 * b" "$x" "$h"
+  p=${R["paired c64 rps|hookproxy"]:-}
+  if [ -n "$p" ]; then
+    x=${R["paired c64 rps|hookproxy+har"]:-}
+    check "--har ≥ 0.8× plain (paired, medians)" "$x vs $p ($(ratio "$x" "$p"))" "a >= 0.8 * b" "$x" "$p"
+    x=${R["paired c64 rps|hookproxy+rules"]:-}
+    check "50 rules ≥ 0.9× plain (paired, medians)" "$x vs $p ($(ratio "$x" "$p"))" "a >= 0.9 * b" "$x" "$p"
+    a=${R["paired c64 cpu µs/req|hookproxy+har"]:-}; b=${R["paired c64 cpu µs/req|hookproxy"]:-}
+    if [ -n "$a" ] && [ -n "$b" ]; then
+      d=$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.1f", a - b}')
+      check "log path (--har CPU − plain CPU per request, paired) ≤ 15 µs" "$d µs ($a − $b)" "a <= 15" "$d" "15"
+    fi
+  fi
+  h=${R["new conn/req 1 KiB c16 rps|hookproxy"]:-}; s=${R["new conn/req 1 KiB c16 rps|squid"]:-}
+  check "new connection per request ≥ 1.5× squid req/s" "$h vs squid $s ($(ratio "$h" "$s"))" "a >= 1.5 * b" "$h" "$s"
+  h=${R["idle RSS MiB|hookproxy"]:-}; s=${R["idle RSS MiB|squid"]:-}
+  check "idle RSS ≤ squid's" "$h MiB vs squid $s MiB" "a <= b" "$h" "$s"
+  h=${R["10 MiB transfer MB/s|hookproxy"]:-}; s=${R["10 MiB transfer MB/s|tinyproxy"]:-}
+  check "10 MiB transfer ≥ 3× tinyproxy MB/s" "$h vs tinyproxy $s ($(ratio "$h" "$s"))" "a >= 3 * b" "$h" "$s"
+  h=${R["1 GiB first byte ms|hookproxy"]:-}
+  check "1 GiB: first byte < 50 ms" "$h ms" "a < 50" "$h" "50"
+
+  if [ -n "${R["paired c64 rps|hookproxy"]:-}" ]; then
+    b=${R["paired c64 rps|hookproxy"]:-}; bc=${R["paired c64 cpu µs/req|hookproxy"]:-}
     echo
-    echo "The viewer's cost, paired: $PAIRED_ROUNDS rounds of one ${PAIRED_DUR} s keep-alive 1 KiB c64 run per proxy, taking turns (medians):"
+    echo "Costs, paired: $PAIRED_ROUNDS rounds of one ${PAIRED_DUR} s keep-alive 1 KiB c64 run per proxy, taking turns (medians):"
     echo
-    echo "| proxy | req/s | ÷ --no-ui | proxy CPU µs/req | ÷ --no-ui |"
+    echo "| proxy | req/s | ÷ hookproxy | proxy CPU µs/req | ÷ hookproxy |"
     echo "| --- | ---: | ---: | ---: | ---: |"
-    for n in hookproxy+no-ui hookproxy hookproxy+watched; do
+    for n in hookproxy hookproxy+no-ui hookproxy+watched hookproxy+har hookproxy+rules; do
       v=${R["paired c64 rps|$n"]:-}; [ -n "$v" ] || continue
       c=${R["paired c64 cpu µs/req|$n"]:-}
-      echo "| $n | $v | $(ratio "$v" "$x") | $c | $(ratio "$c" "${R["paired c64 cpu µs/req|hookproxy+no-ui"]:-}") |"
+      echo "| $n | $v | $(ratio "$v" "$b") | $c | $(ratio "$c" "$bc") |"
     done
   fi
 } >"$MD"
