@@ -4,8 +4,11 @@ import ProxyModel
 /// How a captured body is written to a log: as text when it is valid UTF-8 and textual, else as base64.
 public struct BodyText: Sendable, Hashable {
     public enum Encoding: String, Sendable { case utf8, base64 }
-    public var text: String
+    /// The text, or the bytes to show as base64 (encoded when written).
+    public var logged: LoggedText
     public var encoding: Encoding
+    /// The text as logged (base64 encoded here for a binary body).
+    public var text: String { logged.string }
 
     /// Chooses the form for `bytes` with the message's `Content-Type` and `Content-Encoding` (nil when absent).
     /// Compressed bodies (any content coding but identity) and declared binary types are base64; declared textual
@@ -16,19 +19,19 @@ public struct BodyText: Sendable, Hashable {
         let kind = coding.isEmpty || coding == "identity" ? BodyText.kind(of: contentType) : .binary
         if kind != .binary, let text = BodyText.utf8(bytes, allowCutTail: truncated),
            kind == .textual || !BodyText.hasControlCharacters(text) {
-            self.text = text
+            self.logged = .text(text)
             self.encoding = .utf8
         } else {
-            self.text = Base64.encode(bytes)
+            self.logged = .base64(bytes)
             self.encoding = .base64
         }
     }
 
     /// The bytes back from a logged form.
     public var bytes: [UInt8]? {
-        switch encoding {
-        case .utf8: Array(text.utf8)
-        case .base64: Data(base64Encoded: text).map { Array($0) }
+        switch logged {
+        case .text(let text): Array(text.utf8)
+        case .base64(let bytes): bytes
         }
     }
 

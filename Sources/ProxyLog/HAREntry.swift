@@ -16,7 +16,7 @@ struct HAREntry: Encodable {
     struct PostData: Encodable {
         var mimeType: String
         var params: [NameValue] = []
-        var text: String
+        var text: LoggedText
         var encoding: String?
         var comment: String?
         enum CodingKeys: String, CodingKey { case mimeType, params, text, encoding = "_encoding", comment }
@@ -35,7 +35,7 @@ struct HAREntry: Encodable {
     struct Content: Encodable {
         var size: Int
         var mimeType: String
-        var text: String?
+        var text: LoggedText?
         var encoding: String?
         var comment: String?
     }
@@ -112,7 +112,7 @@ struct HAREntry: Encodable {
         if let body = flow.requestBodyText {
             let captured = flow.requestBody?.bytes.count ?? 0
             postData = PostData(
-                mimeType: requestHeaders["Content-Type"] ?? "", text: body.text,
+                mimeType: requestHeaders["Content-Type"] ?? "", text: body.logged,
                 encoding: body.encoding == .base64 ? "base64" : nil,
                 comment: flow.requestBody?.truncated == true
                     ? "hookproxy captured the first \(captured) of \(flow.requestBodySize) bytes" : nil)
@@ -126,7 +126,7 @@ struct HAREntry: Encodable {
         if let head = flow.response {
             var content = Content(size: flow.responseBodySize, mimeType: head.headers["Content-Type"] ?? "x-unknown")
             if let body = flow.responseBodyText {
-                content.text = body.text
+                content.text = body.logged
                 content.encoding = body.encoding == .base64 ? "base64" : nil
                 if flow.responseBody?.truncated == true {
                     content.comment = "hookproxy captured the first \(flow.responseBody?.bytes.count ?? 0) of \(flow.responseBodySize) bytes"

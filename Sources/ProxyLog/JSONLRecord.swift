@@ -32,9 +32,9 @@ struct JSONLRecord: Encodable {
     var responseHeaders: [Header]
     var requestBodySize: Int
     var responseBodySize: Int
-    var requestBody: String?
+    var requestBody: LoggedText?
     var requestBodyEncoding: String?
-    var responseBody: String?
+    var responseBody: LoggedText?
     var responseBodyEncoding: String?
     var truncated: Truncated
     var timings: PhaseTimings
@@ -72,9 +72,9 @@ struct JSONLRecord: Encodable {
         requestBodySize = flow.requestBodySize
         responseBodySize = flow.responseBodySize
         let request = flow.requestBodyText, response = flow.responseBodyText
-        requestBody = request?.text
+        requestBody = request?.logged
         requestBodyEncoding = request?.encoding.rawValue
-        responseBody = response?.text
+        responseBody = response?.logged
         responseBodyEncoding = response?.encoding.rawValue
         truncated = Truncated(request: flow.requestBody?.truncated ?? false,
                               response: flow.responseBody?.truncated ?? false)

@@ -233,6 +233,31 @@ struct JSONWriter: ~Copyable {
     mutating func field(_ name: StaticString, _ value: Double) { key(name); double(value) }
     mutating func field(_ name: StaticString, _ value: Bool) { key(name); bool(value) }
 
+    mutating func field(_ name: StaticString, _ value: LoggedText) { key(name); loggedText(value) }
+
+    /// A member that is `null` when `value` is nil (as `encode(_:forKey:)` of an optional).
+    mutating func field(_ name: StaticString, _ value: LoggedText?) {
+        key(name)
+        if let value { loggedText(value) } else { null() }
+    }
+
+    /// A body's text quoted, or its bytes as a base64 string encoded in place (base64 never needs escaping).
+    mutating func loggedText(_ value: LoggedText) {
+        switch value {
+        case .text(let text):
+            string(text)
+        case .base64(let bytes):
+            separate()
+            let length = Base64.length(of: bytes.count)
+            reserve(length + 2)
+            append(UInt8(ascii: "\""))
+            bytes.withUnsafeBufferPointer { input in _ = Base64.encode(input, into: base + count) }
+            count += length
+            append(UInt8(ascii: "\""))
+            needsComma = true
+        }
+    }
+
     /// A member that is `null` when `value` is nil (as `encode(_:forKey:)` of an optional).
     mutating func field(_ name: StaticString, _ value: String?) {
         key(name)

@@ -12,6 +12,9 @@ public struct Redactor: Sendable, Hashable {
 
     /// Header names whose values are URLs: their userinfo is masked and `--redact-query` applies to them.
     public static let urlHeaders = ["Location", "Content-Location", "Referer"]
+    /// The two lists as sets looked up by length: every logged header is checked against both.
+    private static let secretHeaderSet = HeaderNameSet(secretHeaders)
+    private static let urlHeaderSet = HeaderNameSet(urlHeaders)
 
     /// `--log-secrets`: keep `secretHeaders` values and URL userinfo. `FlowRecord.secretValues` stay hidden anyway.
     public var logSecrets: Bool
@@ -55,20 +58,19 @@ public struct Redactor: Sendable, Hashable {
         let secrets = Redactor.ordered(secrets)
         // The common record (no secrets of its own, no secret or URL header): nothing to change, nothing to copy.
         if secrets.isEmpty, !fields.contains(where: { field in
-            (!logSecrets && Redactor.secretHeaders.contains { field.name.caseInsensitiveEquals($0) })
-                || Redactor.urlHeaders.contains { field.name.caseInsensitiveEquals($0) }
+            (!logSecrets && Redactor.secretHeaderSet.contains(field.name)) || Redactor.urlHeaderSet.contains(field.name)
         }) {
             return fields
         }
         return HeaderFields(fields.map { field in
-            if !logSecrets, Redactor.secretHeaders.contains(where: { field.name.caseInsensitiveEquals($0) }) {
+            if !logSecrets, Redactor.secretHeaderSet.contains(field.name) {
                 return HeaderField(name: field.name, value: Redactor.mask)
             }
             // (Foundation's trim, as before: it also drops non-breaking spaces around a value. Only with secrets.)
             if !secrets.isEmpty, secrets.contains(field.value.trimmingCharacters(in: .whitespaces)) {
                 return HeaderField(name: field.name, value: Redactor.mask)
             }
-            if Redactor.urlHeaders.contains(where: { field.name.caseInsensitiveEquals($0) }) {
+            if Redactor.urlHeaderSet.contains(field.name) {
                 return HeaderField(name: field.name, value: url(field.value, secrets: secrets))
             }
             return HeaderField(name: field.name, value: Redactor.maskWords(secrets, in: field.value))

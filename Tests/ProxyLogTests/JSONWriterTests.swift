@@ -193,3 +193,21 @@ struct JSONWriterDoubleTests {
         }
     }
 }
+
+/// Base64 encoded straight into the writer's buffer reads as the quoted base64 string did, commas included.
+struct LoggedTextTests {
+    @Test func base64InPlaceEqualsTheQuotedString() throws {
+        for length in 0...70 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            let inPlace = JSONWriterTests.written { json in
+                json.beginArray(); json.loggedText(.base64(bytes)); json.loggedText(.base64(bytes)); json.endArray()
+            }
+            let quoted = JSONWriterTests.written { json in
+                json.beginArray(); json.string(Base64.encode(bytes)); json.string(Base64.encode(bytes)); json.endArray()
+            }
+            #expect(inPlace == quoted, "\(length) bytes")
+            #expect(inPlace == (try JSONWriterTests.encoded([LoggedText.base64(bytes), .base64(bytes)])))
+        }
+        #expect(JSONWriterTests.written { $0.loggedText(.text("a\"b")) } == #""a\"b""#)
+    }
+}
