@@ -11,7 +11,7 @@ import ProxyUpstream
 /// `start` binds and returns once listening; `shutdown` stops accepting, lets exchanges in flight finish within the
 /// grace period, then closes every connection, stops the upstream engine and closes the logs.
 public final class ProxyServer: Sendable {
-    private let context: ProxyContext
+    let context: ProxyContext  // (internal: tests read the open client channels)
     private let group: MultiThreadedEventLoopGroup
     private let serverChannel: any Channel
 
@@ -87,8 +87,10 @@ public final class ProxyServer: Sendable {
             }
             .serverChannelOption(.backlog, value: 512)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // TCP_NODELAY is set on every accepted socket (what NIO sets on the listener does not reach them:
+            // ClientSocketOptionsTests). 4 reads per wake-up is NIO's default, so it is not set again: each option
+            // applied costs every new connection NIO's option machinery.
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.maxMessagesPerRead, value: 4)
     }
 
     private init(context: ProxyContext, group: MultiThreadedEventLoopGroup, serverChannel: any Channel, host: String, port: Int,
