@@ -455,6 +455,8 @@ mkdir -p "$ROOT/bench/results"
     else ok=$(awk -v a="$a" -v b="$b" -v c="$c" "BEGIN{ print (($cond) ? \"yes\" : \"**no**\") }"); fi
     echo "| $desc | $text | $ok |"
   }
+  # A ratio target: "A vs B (A/B)", met when the awk condition on a (A) and b (B) holds.
+  check_ratio() { check "$1" "$2 vs $3 ($(ratio "$2" "$3"))" "$4" "$2" "$3"; }
   k64="keep-alive 1 KiB c64"
   h=${R["$k64 rps|hookproxy"]:-}; s=${R["$k64 rps|squid"]:-}
   check "keep-alive 1 KiB c64: ≥ 1.5× squid req/s" "$h vs squid $s ($(ratio "$h" "$s"))" "a >= 1.5 * b" "$h" "$s"
@@ -497,20 +499,20 @@ mkdir -p "$ROOT/bench/results"
   echo "| target (issue 14) | measured | met |"
   echo "| --- | --- | :-: |"
   h=${R["$k64 rps|hookproxy"]:-}; s=${R["$k64 rps|squid"]:-}
-  check "keep-alive 1 KiB c64: ≥ 2× squid req/s" "$h vs squid $s ($(ratio "$h" "$s"))" "a >= 2 * b" "$h" "$s"
+  check_ratio "keep-alive 1 KiB c64: ≥ 2× squid req/s" "$h" "$s" "a >= 2 * b"
   h=${R["$k64 cpu µs/req|hookproxy"]:-}; s=${R["$k64 cpu µs/req|squid"]:-}
   check "keep-alive 1 KiB c64: proxy CPU per request ≤ 0.5× squid's" "$h vs squid $s µs ($(ratio "$h" "$s"))" "a <= 0.5 * b" "$h" "$s"
   h=${R["$k64 rps|hookproxy"]:-}
   x=${R["$k64 rps|hookproxy+har"]:-}
-  check "--har ≥ 0.8× plain (sequential runs)" "$x vs $h ($(ratio "$x" "$h"))" "a >= 0.8 * b" "$x" "$h"
+  check_ratio "--har ≥ 0.8× plain (sequential runs)" "$x" "$h" "a >= 0.8 * b"
   x=${R["$k64 rps|hookproxy+rules"]:-}
-  check "50 rules ≥ 0.9× plain (sequential runs)" "$x vs $h ($(ratio "$x" "$h"))" "a >= 0.9 * b" "$x" "$h"
+  check_ratio "50 rules ≥ 0.9× plain (sequential runs)" "$x" "$h" "a >= 0.9 * b"
   p=${R["paired c64 rps|hookproxy"]:-}
   if [ -n "$p" ]; then
     x=${R["paired c64 rps|hookproxy+har"]:-}
-    check "--har ≥ 0.8× plain (paired, medians)" "$x vs $p ($(ratio "$x" "$p"))" "a >= 0.8 * b" "$x" "$p"
+    check_ratio "--har ≥ 0.8× plain (paired, medians)" "$x" "$p" "a >= 0.8 * b"
     x=${R["paired c64 rps|hookproxy+rules"]:-}
-    check "50 rules ≥ 0.9× plain (paired, medians)" "$x vs $p ($(ratio "$x" "$p"))" "a >= 0.9 * b" "$x" "$p"
+    check_ratio "50 rules ≥ 0.9× plain (paired, medians)" "$x" "$p" "a >= 0.9 * b"
     a=${R["paired c64 cpu µs/req|hookproxy+har"]:-}; b=${R["paired c64 cpu µs/req|hookproxy"]:-}
     if [ -n "$a" ] && [ -n "$b" ]; then
       d=$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.1f", a - b}')
@@ -518,11 +520,11 @@ mkdir -p "$ROOT/bench/results"
     fi
   fi
   h=${R["new conn/req 1 KiB c16 rps|hookproxy"]:-}; s=${R["new conn/req 1 KiB c16 rps|squid"]:-}
-  check "new connection per request ≥ 1.5× squid req/s" "$h vs squid $s ($(ratio "$h" "$s"))" "a >= 1.5 * b" "$h" "$s"
+  check_ratio "new connection per request ≥ 1.5× squid req/s" "$h" "$s" "a >= 1.5 * b"
   h=${R["idle RSS MiB|hookproxy"]:-}; s=${R["idle RSS MiB|squid"]:-}
   check "idle RSS ≤ squid's" "$h MiB vs squid $s MiB" "a <= b" "$h" "$s"
   h=${R["10 MiB transfer MB/s|hookproxy"]:-}; s=${R["10 MiB transfer MB/s|tinyproxy"]:-}
-  check "10 MiB transfer ≥ 3× tinyproxy MB/s" "$h vs tinyproxy $s ($(ratio "$h" "$s"))" "a >= 3 * b" "$h" "$s"
+  check_ratio "10 MiB transfer ≥ 3× tinyproxy MB/s" "$h" "$s" "a >= 3 * b"
   h=${R["1 GiB first byte ms|hookproxy"]:-}
   check "1 GiB: first byte < 50 ms" "$h ms" "a < 50" "$h" "50"
 
