@@ -153,8 +153,10 @@ struct ResponseHeadParser {
         return ResponseHead(status: status, reason: reason, version: version)
     }
 
+    /// Splits at space bytes, as HTTP does: splitting the String at Characters made a space followed by a combining
+    /// mark (`200 \u{301}OK`, legal obs-text in a reason) no separator at all.
     static func statusLine(_ text: String) -> ResponseHead {
-        let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+        let parts = text.utf8.split(separator: 0x20, maxSplits: 2, omittingEmptySubsequences: true).map { Substring($0) }
         var version = HTTPVersionNumber.http1_1
         if let v = parts.first?.dropFirst(5) {
             let numbers = v.split(separator: ".")

@@ -22,5 +22,9 @@ struct BodyTextKindTests {
         #expect(BodyText.mediaType(" Text/HTML ; charset=UTF-8") == "text/html")
         #expect(BodyText.mediaType("application/json") == "application/json")
         #expect(BodyText.mediaType(";") == "")
+        // Parameters start at the ';' byte, whatever follows it (a combining mark made it no separator for the
+        // Character-based split this replaced).
+        #expect(BodyText.mediaType("application/octet-stream;\u{301}") == "application/octet-stream")
+        #expect(BodyText.kind(of: "application/octet-stream;\u{301}") == .binary)
     }
 }

@@ -56,4 +56,19 @@ struct HopByHopTests {
         HopByHop.strip(&headers)
         #expect(headers.map(\.name) == lookalikes)
     }
+
+    /// List items are split at comma and semicolon bytes. A review found that the Character-based split it replaced
+    /// read `,` or `;` followed by a combining mark as no separator: a header named in `Connection` was then forwarded.
+    @Test func listsSplitAtBytes() {
+        var named = HeaderFields([HeaderField(name: "Connection", value: "x-a,\u{301}"), HeaderField(name: "X-A", value: "1"),
+                                  HeaderField(name: "X-B", value: "2")])
+        HopByHop.strip(&named)
+        #expect(named.map(\.name) == ["X-B"])
+        var trailersWithParameter = HeaderFields([HeaderField(name: "TE", value: "trailers;\u{301}")])
+        HopByHop.strip(&trailersWithParameter)
+        #expect(trailersWithParameter.map { "\($0.name): \($0.value)" } == ["TE: trailers"])
+        var noCoding = HeaderFields([HeaderField(name: "TE", value: ";trailers")])  // a parameter without a coding
+        HopByHop.strip(&noCoding)
+        #expect(noCoding.isEmpty)
+    }
 }
