@@ -165,9 +165,8 @@ final class AsyncRecorder: @unchecked Sendable {
 
     /// The memory a queued record holds, as counted against `byteCapacity`: its captured bodies plus a head's worth.
     static func weight(of flow: FlowRecord) -> Int {
-        func size(_ headers: HeaderFields?) -> Int { headers?.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } ?? 0 }
-        return (flow.requestBody?.bytes.count ?? 0) + (flow.responseBody?.bytes.count ?? 0)
-            + size(flow.request.headers) + size(flow.response?.headers) + flow.url.utf8.count + 512
+        (flow.requestBody?.bytes.count ?? 0) + (flow.responseBody?.bytes.count ?? 0)
+            + flow.request.headers.lineBytes + (flow.response?.headers.lineBytes ?? 0) + flow.url.utf8.count + 512
     }
 
     static let stderr: @Sendable (String) -> Void = { message in

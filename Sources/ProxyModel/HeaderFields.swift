@@ -28,6 +28,13 @@ public struct HeaderFields: Sendable, Hashable, RandomAccessCollection, Expressi
         fields.first { $0.name.caseInsensitiveEquals(name) }?.value
     }
 
+    /// The bytes the fields take as `Name: value` lines (each with `: ` and CRLF), for memory accounting.
+    public var lineBytes: Int {
+        var total = 0
+        for field in fields { total += field.name.utf8.count + field.value.utf8.count + 4 }
+        return total
+    }
+
     /// Every value for `name`, in order.
     public func values(for name: String) -> [String] {
         var values: [String] = []  // (no allocation when there is none: the common case)
