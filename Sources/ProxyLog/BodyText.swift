@@ -51,13 +51,10 @@ public struct BodyText: Sendable, Hashable {
         return binaryTypes.contains(mime) ? .binary : .unknown
     }
 
-    /// The media type of a `Content-Type` value: before any `;`, without spaces, ASCII-lowercased (allocating only
-    /// when there is a capital letter; `lowercased()` costs a logged body thousands of instructions).
+    /// The media type of a `Content-Type` value: before any `;`, without spaces, ASCII-lowercased.
     static func mediaType(_ contentType: String) -> String {
         let end = contentType.utf8.firstIndex(of: UInt8(ascii: ";")) ?? contentType.endIndex
-        let trimmed = contentType[..<end].trimmingSpaces()
-        guard trimmed.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) else { return trimmed }
-        return String(decoding: trimmed.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }, as: UTF8.self)
+        return contentType[..<end].trimmingSpaces().asciiLowercased()
     }
 
     private static let textualTypes: Set<String> = [

@@ -96,6 +96,14 @@ extension String {
         return true
     }
 
+    /// The string with ASCII capitals lowercased and nothing else changed, as hosts and media types compare; the
+    /// string itself, with no allocation, when it has no capital (the usual case). `lowercased()` also folds
+    /// non-ASCII letters, and costs thousands of instructions.
+    public func asciiLowercased() -> String {
+        guard utf8.contains(where: { $0 >= 65 && $0 <= 90 }) else { return self }
+        return String(decoding: utf8.map { ($0 >= 65 && $0 <= 90) ? $0 + 32 : $0 }, as: UTF8.self)
+    }
+
     /// Two byte runs of equal length, equal but for ASCII letter case.
     @inlinable
     static func foldedEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {

@@ -152,7 +152,7 @@ public enum HARReader {
     static func request(_ entry: HARDocument.Entry, number: Int,
                         recorded: ReplayEntry.Recorded) throws(EntryProblem) -> ReplayEntry {
         let request = entry.request
-        guard isToken(request.method) else {
+        guard HTTPToken.isToken(request.method) else {
             throw EntryProblem(message: "request.method '\(request.method.prefix(40))' is not an HTTP method")
         }
         var replay = ReplayEntry(number: number, method: request.method, url: request.url, recorded: recorded)
@@ -167,7 +167,7 @@ public enum HARReader {
         let recordedHeaders = request.headers ?? []
         for (index, field) in recordedHeaders.enumerated() {
             let name = field.name.hasPrefix(":") ? String(field.name.dropFirst()) : field.name
-            guard isToken(name) else {
+            guard HTTPToken.isToken(name) else {
                 throw EntryProblem(message: "request.headers[\(index)].name '\(field.name.prefix(40))' is not a header name")
             }
             guard !HTTPToken.breaksFieldValue(field.value) else {
@@ -220,7 +220,4 @@ public enum HARReader {
             throw EntryProblem(message: "request.postData encoding '\(encoding)' is unknown (only base64 is)")
         }
     }
-
-    /// RFC 9110 token: what a method and a header name must be.
-    static func isToken(_ text: String) -> Bool { HTTPToken.isToken(text) }
 }

@@ -31,10 +31,11 @@ public final class RuleSet: Sendable {
 
     init(rules: [Rule], files: [String], warnings: [RuleWarning], dependencies: [String]) {
         self.rules = rules
-        self.matchers = rules.map { RuleMatcher($0.match) }
+        let matchers = rules.map { RuleMatcher($0.match) }
+        self.matchers = matchers
         self.effects = rules.map(\.effects)
         self.hostIndex = RuleHostIndex(rules.map(\.match))
-        self.interceptRules = rules.compactMap { rule in rule.intercept.map { (RuleMatcher(rule.match), $0) } }
+        self.interceptRules = rules.indices.compactMap { index in rules[index].intercept.map { (matchers[index], $0) } }
         self.ruleCount = rules.count
         self.fileCount = files.count
         self.ruleNames = rules.map(\.name)

@@ -10,3 +10,13 @@ struct HeaderFieldsTests {
         #expect(HeaderFields().lineBytes == 0)
     }
 }
+
+/// `asciiLowercased`: capitals A–Z only; other letters and bytes as they are.
+struct ASCIILowercasedTests {
+    @Test func foldsOnlyASCIICapitals() {
+        #expect("API.Example.COM".asciiLowercased() == "api.example.com")
+        #expect("already-lower".asciiLowercased() == "already-lower")
+        #expect("ÉCOLE.Test".asciiLowercased() == "École.test")
+        #expect("[@`{]".asciiLowercased() == "[@`{]")
+    }
+}

@@ -111,7 +111,7 @@ extension RuleParser {
         guard let pairs = ctx.stringMap(node, what) else { return nil }
         var result: [HeaderField] = []
         for pair in pairs {
-            guard HeaderValidation.isName(pair.key) else {
+            guard HTTPToken.isToken(pair.key) else {
                 ctx.error(pair.keyNode, "'\(pair.key)' is not a valid header name")
                 continue
             }

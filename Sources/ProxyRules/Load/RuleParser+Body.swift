@@ -15,7 +15,7 @@ extension RuleParser {
         }
         if let node = map["remove_headers"], let names = ctx.stringList(node, "\(what).remove_headers") {
             for (name, nameNode) in names {
-                if HeaderValidation.isName(name) { edit.remove.append(name) }
+                if HTTPToken.isToken(name) { edit.remove.append(name) }
                 else { ctx.error(nameNode, "'\(name)' is not a valid header name") }
             }
         }
@@ -181,10 +181,8 @@ extension Replacement {
     }
 }
 
-/// RFC 9110 token and field-value checks.
+/// RFC 9110 field-value check (tokens: `HTTPToken`).
 enum HeaderValidation {
-    static func isName(_ name: String) -> Bool { HTTPToken.isToken(name) }
-
     static func isValue(_ value: String) -> Bool {
         value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
     }

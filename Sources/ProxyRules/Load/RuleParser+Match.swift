@@ -86,7 +86,7 @@ extension RuleParser {
         }
         if let node = map["header"], let pairs = ctx.stringMap(node, "match.header") {
             for pair in pairs {
-                guard HeaderValidation.isName(pair.key) else {
+                guard HTTPToken.isToken(pair.key) else {
                     ctx.error(pair.keyNode, "'\(pair.key)' is not a valid header name")
                     continue
                 }

@@ -38,7 +38,7 @@ struct RuleHostIndex: Sendable {
     /// The positions of every rule that may match `host`, in file order.
     func candidates(host: String) -> Candidates {
         guard !filed.isEmpty else { return Candidates(lists: (everyHost, [], [])) }
-        let host = RuleHostIndex.lowercased(host)
+        let host = host.asciiLowercased()  // as `Glob` compares hosts
         let label = host.utf8.lastIndex(of: UInt8(ascii: ".")).map { host[host.utf8.index(after: $0)...] } ?? host[...]
         return Candidates(lists: (everyHost, filed[host] ?? [], filed["*." + label] ?? []))
     }
@@ -59,11 +59,5 @@ struct RuleHostIndex: Sendable {
             if c == next { k += 1 }
             return next
         }
-    }
-
-    /// ASCII-lowercased, as `Glob` compares hosts; the string itself when it has no capital letter (the usual case).
-    private static func lowercased(_ host: String) -> String {
-        guard host.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) else { return host }
-        return String(decoding: host.utf8.map { ($0 >= 65 && $0 <= 90) ? $0 + 32 : $0 }, as: UTF8.self)
     }
 }

@@ -46,7 +46,6 @@ enum ResponseFraming {
         return nil
     }
 
-
     /// 1 to 18 digits, the first not a 0 unless it is the only one: what normalizing would give back unchanged.
     private static func isPlainNumber(_ value: String) -> Bool {
         let digits = value.utf8
