@@ -105,49 +105,48 @@ struct HAREntry: Encodable {
         case resourceType = "_resourceType", webSocketMessages = "_webSocketMessages"
     }
 
+    /// The entry of an already redacted record. The log files do not build it: `JSONWriter.harEntry` writes the same
+    /// members straight from the record (LogJSONMatchesEncoderTests holds the two to the same bytes).
     init(_ flow: FlowRecord) {
         startedDateTime = Timestamp.iso8601(flow.start)
         let requestHeaders = flow.request.headers
         var postData: PostData?
         if let body = flow.requestBodyText {
-            let captured = flow.requestBody?.bytes.count ?? 0
             postData = PostData(
-                mimeType: requestHeaders["Content-Type"] ?? "", text: body.logged,
+                mimeType: HAREntry.postMimeType(requestHeaders), text: body.logged,
                 encoding: body.encoding == .base64 ? "base64" : nil,
-                comment: flow.requestBody?.truncated == true
-                    ? "hookproxy captured the first \(captured) of \(flow.requestBodySize) bytes" : nil)
+                comment: HAREntry.captureComment(flow.requestBody, size: flow.requestBodySize))
         }
+        var query: [NameValue] = []
+        HAREntry.forEachQueryPair(of: flow.url) { name, value in query.append(NameValue(name: name, value: value)) }
         request = Request(
             method: flow.request.method, url: flow.url, httpVersion: flow.request.version.description,
             cookies: HAREntry.requestCookies(requestHeaders), headers: HAREntry.nameValues(requestHeaders),
-            queryString: HAREntry.queryString(of: flow.url), postData: postData,
-            bodySize: flow.requestBodySize)
+            queryString: query, postData: postData, bodySize: flow.requestBodySize)
 
         if let head = flow.response {
-            var content = Content(size: flow.responseBodySize, mimeType: head.headers["Content-Type"] ?? "x-unknown")
+            var content = Content(size: flow.responseBodySize, mimeType: HAREntry.contentMimeType(head.headers))
             if let body = flow.responseBodyText {
                 content.text = body.logged
                 content.encoding = body.encoding == .base64 ? "base64" : nil
-                if flow.responseBody?.truncated == true {
-                    content.comment = "hookproxy captured the first \(flow.responseBody?.bytes.count ?? 0) of \(flow.responseBodySize) bytes"
-                }
+                content.comment = HAREntry.captureComment(flow.responseBody, size: flow.responseBodySize)
             }
             response = Response(
                 status: head.status, statusText: head.reason, httpVersion: flow.request.version.description,
                 cookies: HAREntry.responseCookies(head.headers), headers: HAREntry.nameValues(head.headers),
-                content: content, redirectURL: head.headers["Location"] ?? "", bodySize: flow.responseBodySize)
+                content: content, redirectURL: HAREntry.redirectURL(head.headers), bodySize: flow.responseBodySize)
         } else {
             // No response (the exchange failed): the form browsers' devtools use for failed requests.
             response = Response(
                 status: 0, statusText: "", httpVersion: "", cookies: [], headers: [],
-                content: Content(size: 0, mimeType: "x-unknown"), redirectURL: "", bodySize: -1)
+                content: Content(size: 0, mimeType: HAREntry.unknownMimeType), redirectURL: "", bodySize: -1)
         }
 
         (timings, time) = HAREntry.timings(flow.timings, durationMs: flow.durationMs)
         serverIPAddress = flow.serverIP
         connection = flow.connectionID
         if let session = flow.webSocket, session.isWebSocket {
-            resourceType = "websocket"
+            resourceType = HAREntry.webSocketResourceType
             webSocketMessages = session.messages.map(WebSocketMessageJSON.init)
         }
         hookproxy = Extra(
@@ -157,6 +156,20 @@ struct HAREntry: Encodable {
             truncated: Extra.Truncated(request: flow.requestBody?.truncated ?? false,
                                        response: flow.responseBody?.truncated ?? false),
             error: flow.error)
+    }
+
+    // MARK: decisions shared with `JSONWriter.harEntry`
+
+    static let unknownMimeType = "x-unknown"
+    static let webSocketResourceType = "websocket"
+    static func postMimeType(_ headers: HeaderFields) -> String { headers["Content-Type"] ?? "" }
+    static func contentMimeType(_ headers: HeaderFields) -> String { headers["Content-Type"] ?? unknownMimeType }
+    static func redirectURL(_ headers: HeaderFields) -> String { headers["Location"] ?? "" }
+
+    /// The note on a body the capture limit cut short, nil for a whole one.
+    static func captureComment(_ body: CapturedBody?, size: Int) -> String? {
+        guard let body, body.truncated else { return nil }
+        return "hookproxy captured the first \(body.bytes.count) of \(size) bytes"
     }
 
     /// HAR phases from curl's: `connect` includes TLS (as HAR defines it), `wait` is the rest up to the first byte,
@@ -183,15 +196,15 @@ struct HAREntry: Encodable {
         headers.map { NameValue(name: $0.name, value: $0.value) }
     }
 
-    /// `queryString` of a URL, names and values as they appear in it (a redacted value reads `<redacted>`).
-    static func queryString(of url: String) -> [NameValue] {
+    /// The `queryString` pairs of a URL, names and values as they appear in it (a redacted value reads `<redacted>`).
+    static func forEachQueryPair(of url: String, _ body: (String, String) -> Void) {
         // Byte searches (every absolute URL is scanned here): Character search costs ~100 instructions a character.
-        guard let question = url.utf8.firstIndex(of: UInt8(ascii: "?")) else { return [] }
+        guard let question = url.utf8.firstIndex(of: UInt8(ascii: "?")) else { return }
         var query = url[url.utf8.index(after: question)...]
         if let hash = query.utf8.firstIndex(of: UInt8(ascii: "#")) { query = query[..<hash] }
-        return query.split(separator: "&").map { pair in
+        for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            return NameValue(name: String(parts[0]), value: parts.count > 1 ? String(parts[1]) : "")
+            body(String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
         }
     }
 

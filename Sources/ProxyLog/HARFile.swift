@@ -102,7 +102,7 @@ final class HARFile: BatchingFileSink {
         if batched == 0 { json.reset() }
         if hasEntries || batched > 0 { json.append(raw: HARFile.comma) }
         json.beginRecord()
-        HAREntry(flow).write(into: &json)
+        json.harEntry(flow)
         json.append(raw: HARFile.newline)
         batched += 1
         if json.count >= HARFile.batchBytes { endBatch() }

@@ -39,7 +39,7 @@ public final class HARWriter: FlowRecorder, @unchecked Sendable {
     /// The JSON of the entry written for an already redacted record.
     public static func entryJSON(for flow: FlowRecord) -> String {
         var json = JSONWriter(capacity: 4096)
-        HAREntry(flow).write(into: &json)
+        json.harEntry(flow)
         return String(decoding: json.bytes, as: UTF8.self)
     }
 }

@@ -83,6 +83,8 @@ public struct Redactor: Sendable, Hashable {
     public func url(_ text: String, secrets: [String] = []) -> String {
         // Scanned as bytes: every separator is ASCII, so its byte index is a valid String index (a log record has
         // two or more URLs, and Foundation's `range(of:)` and Character iteration were most of a record's cost).
+        // The common URL (no `@`, no query parameter to hide) has nothing to redact: no scan, no copy.
+        if redactedQueryNames.isEmpty, !Redactor.containsByte(UInt8(ascii: "@"), in: text) { return text }
         var result = text
         if let schemeEnd = Redactor.schemeSeparator(in: Substring(result))?.upperBound {
             let rest = result.utf8[schemeEnd...]
@@ -107,19 +109,27 @@ public struct Redactor: Sendable, Hashable {
         return result
     }
 
-    /// The range of the first `://` in `text`, found byte by byte.
+    /// Whether `byte` occurs in `text`'s UTF-8.
+    static func containsByte(_ byte: UInt8, in text: String) -> Bool {
+        var text = text  // (`withUTF8` makes a foreign string native: on Linux every string already is)
+        return text.withUTF8 { $0.contains(byte) }
+    }
+
+    /// The range of the first `://` in `text`, found over its UTF-8 bytes (most texts have none at all).
     static func schemeSeparator(in text: Substring) -> Range<String.Index>? {
-        let bytes = text.utf8
-        var index = bytes.startIndex
-        while let colon = bytes[index...].firstIndex(of: UInt8(ascii: ":")) {
-            let first = bytes.index(after: colon)
-            if first < bytes.endIndex, bytes[first] == UInt8(ascii: "/") {
-                let second = bytes.index(after: first)
-                if second < bytes.endIndex, bytes[second] == UInt8(ascii: "/") { return colon..<bytes.index(after: second) }
+        var contiguous = text
+        let found = contiguous.withUTF8 { bytes -> Int? in
+            var offset = 0
+            while offset + 2 < bytes.count {
+                if bytes[offset] == UInt8(ascii: ":"), bytes[offset + 1] == UInt8(ascii: "/"),
+                   bytes[offset + 2] == UInt8(ascii: "/") { return offset }
+                offset += 1
             }
-            index = first
+            return nil
         }
-        return nil
+        guard let found else { return nil }
+        let colon = text.utf8.index(text.utf8.startIndex, offsetBy: found)
+        return colon..<text.utf8.index(colon, offsetBy: 3)
     }
 
     /// A query string (without `?`) with the values of named parameters masked.
@@ -160,7 +170,8 @@ public struct Redactor: Sendable, Hashable {
 
     /// Non-empty secrets, longest first (so a credential header is masked whole before a part of it).
     static func ordered(_ secrets: [String]) -> [String] {
-        Array(Set(secrets.filter { !$0.isEmpty })).sorted { ($0.utf8.count, $0) > ($1.utf8.count, $1) }
+        guard !secrets.isEmpty else { return [] }
+        return Array(Set(secrets.filter { !$0.isEmpty })).sorted { ($0.utf8.count, $0) > ($1.utf8.count, $1) }
     }
 
     /// The first URL in `text` (`scheme://…` up to white space, a quote or an angle bracket, without trailing

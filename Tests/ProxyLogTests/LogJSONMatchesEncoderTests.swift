@@ -22,7 +22,7 @@ import Testing
         JSONLRecord(flow).write(into: &json)
         try expectSame(writer: json.bytes, encoder: Array(try encoder.encode(JSONLRecord(flow))), "JSONL \(what)")
         json.reset()
-        HAREntry(flow).write(into: &json)
+        json.harEntry(flow)
         try expectSame(writer: json.bytes, encoder: Array(try encoder.encode(HAREntry(flow))), "HAR \(what)")
     }
 
@@ -80,7 +80,7 @@ import Testing
             let keys = JSONLRecord.CodingKeys.allCases.map(\.stringValue).filter { $0 != "websocket" || flow.webSocket != nil }
             #expect(try RawJSON.parse(json.bytes).keys == keys)
             json.reset()
-            HAREntry(flow).write(into: &json)
+            json.harEntry(flow)
             let entry = try RawJSON.parse(json.bytes)
             let expected = ["startedDateTime", "time", "request", "response", "cache", "timings"]
                 + (flow.serverIP == nil ? [] : ["serverIPAddress"]) + (flow.connectionID == nil ? [] : ["connection"])

@@ -135,4 +135,24 @@ import Testing
         #expect(redactor.text("http://h/t t-shirt", secrets: ["t"]) == "http://h/t t-shirt")
         #expect(Redactor.maskWords(["!x"], in: "a!x b") == "a<redacted> b", "a secret starting with punctuation")
     }
+
+    /// The byte scans behind the common record's fast path: the first `://` of a substring (at any offset into its
+    /// string, around multi-byte and combining characters), as a plain search over its bytes finds it.
+    @Test func schemeSeparatorIsTheFirstColonSlashSlash() {
+        let texts = ["", ":", "://", "a:/b://c", "x://y://z", "é://", "a:/\u{301}/b", "a:\u{301}//b", "😀 see http://h/p",
+                     "no scheme here", "127.0.0.1:5000", "ftp:/x", "a://", "::://", "\u{7F}://"]
+        for whole in texts {
+            for drop in 0...min(2, whole.count) {
+                let text = Substring(whole).dropFirst(drop)
+                let bytes = Array(text.utf8)
+                let expected = bytes.indices.first { $0 + 2 < bytes.count && bytes[$0...$0 + 2].elementsEqual("://".utf8) }
+                let found = Redactor.schemeSeparator(in: text)
+                let offset = found.map { text.utf8.distance(from: text.utf8.startIndex, to: $0.lowerBound) }
+                #expect(offset == expected, "\(whole.debugDescription) minus \(drop)")
+                if let found { #expect(String(text[found]) == "://") }
+            }
+            #expect(Redactor.containsByte(UInt8(ascii: "@"), in: whole) == whole.utf8.contains(UInt8(ascii: "@")))
+        }
+        #expect(Redactor.containsByte(UInt8(ascii: "@"), in: "https://u@h/"))
+    }
 }
