@@ -40,10 +40,10 @@ extension JSONWriter {
         field("url", flow.url)
         field("httpVersion", flow.request.version.description)
         field("cookies", array: HAREntry.requestCookies(headers)) { json, cookie in cookie.write(into: &json) }
-        harNameValues("headers", headers)
+        field("headers", nameValues: headers)
         key("queryString")
         beginArray()
-        HAREntry.forEachQueryPair(of: flow.url) { name, value in harNameValue(name, value) }
+        HAREntry.forEachQueryPair(of: flow.url) { name, value in nameValue(name, value) }
         endArray()
         if let body = flow.requestBodyText {
             key("postData")
@@ -71,8 +71,12 @@ extension JSONWriter {
             field("status", 0)
             field("statusText", "")
             field("httpVersion", "")
-            harNameValues("cookies", [])
-            harNameValues("headers", [])
+            key("cookies")
+            beginArray()
+            endArray()
+            key("headers")
+            beginArray()
+            endArray()
             key("content")
             beginObject()
             field("size", 0)
@@ -88,7 +92,7 @@ extension JSONWriter {
         field("statusText", head.reason)
         field("httpVersion", flow.request.version.description)
         field("cookies", array: HAREntry.responseCookies(head.headers)) { json, cookie in cookie.write(into: &json) }
-        harNameValues("headers", head.headers)
+        field("headers", nameValues: head.headers)
         key("content")
         beginObject()
         field("size", flow.responseBodySize)
@@ -121,21 +125,6 @@ extension JSONWriter {
         field("response", flow.responseBody?.truncated ?? false)
         endObject()
         field("error", flow.error)
-        endObject()
-    }
-
-    /// A member holding header fields as HAR's `[{name, value}]`.
-    private mutating func harNameValues(_ name: StaticString, _ headers: HeaderFields) {
-        key(name)
-        beginArray()
-        for header in headers { harNameValue(header.name, header.value) }
-        endArray()
-    }
-
-    private mutating func harNameValue(_ name: String, _ value: String) {
-        beginObject()
-        field("name", name)
-        field("value", value)
         endObject()
     }
 }

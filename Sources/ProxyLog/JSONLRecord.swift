@@ -56,7 +56,8 @@ struct JSONLRecord: Encodable {
         case truncated, timings, rules, events, error, hop, websocket
     }
 
-    /// Builds the line from an already redacted record.
+    /// The line of an already redacted record. The log files do not build it: `JSONWriter.jsonlRecord` writes the
+    /// same members straight from the record (LogJSONMatchesEncoderTests holds the two to the same bytes).
     init(_ flow: FlowRecord) {
         id = flow.id
         start = Timestamp.iso8601(flow.start)
@@ -65,7 +66,7 @@ struct JSONLRecord: Encodable {
         url = flow.url
         upstreamURL = flow.upstreamURL
         httpVersion = flow.request.version.description
-        upstreamHTTPVersion = flow.upstreamURL == nil ? nil : flow.response?.version.description
+        upstreamHTTPVersion = JSONLRecord.upstreamHTTPVersion(flow)
         status = flow.response?.status
         requestHeaders = flow.request.headers.map { Header(name: $0.name, value: $0.value) }
         responseHeaders = (flow.response?.headers ?? []).map { Header(name: $0.name, value: $0.value) }
@@ -86,6 +87,11 @@ struct JSONLRecord: Encodable {
         error = flow.error
         hop = flow.hop
         websocket = flow.webSocket.map(WebSocketJSON.init)
+    }
+
+    /// The upstream response's version; nil when none came from upstream (a local answer, a failure).
+    static func upstreamHTTPVersion(_ flow: FlowRecord) -> String? {
+        flow.upstreamURL == nil ? nil : flow.response?.version.description
     }
 
     func encode(to encoder: Encoder) throws {

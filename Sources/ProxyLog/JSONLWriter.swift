@@ -37,7 +37,7 @@ public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
     /// stream encode one per flow they send).
     public static func lineBytes(for flow: FlowRecord) -> [UInt8] {
         var json = JSONWriter(capacity: 2048)
-        JSONLRecord(flow).write(into: &json)
+        json.jsonlRecord(flow)
         return json.bytes
     }
 }
@@ -57,7 +57,7 @@ final class JSONLSink: BatchingFileSink {
         guard flow.webSocket?.isOpening != true else { return }  // the session's end writes its one line
         if batched == 0 { json.reset() }
         json.beginRecord()
-        JSONLRecord(flow).write(into: &json)
+        json.jsonlRecord(flow)
         json.append(raw: JSONLSink.newline)
         batched += 1
         if json.count >= HARFile.batchBytes { endBatch() }

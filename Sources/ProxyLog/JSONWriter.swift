@@ -1,3 +1,5 @@
+import ProxyModel
+
 /// Appends compact JSON to one reusable byte buffer: the log writers' encoder (instead of Foundation's `JSONEncoder`,
 /// which costs tens of microseconds per record).
 ///
@@ -279,6 +281,22 @@ struct JSONWriter: ~Copyable {
         beginArray()
         for value in values { string(value) }
         endArray()
+    }
+
+    /// A member holding header fields as `[{"name": …, "value": …}]` (JSONL's headers and HAR's).
+    mutating func field(_ name: StaticString, nameValues headers: HeaderFields) {
+        key(name)
+        beginArray()
+        for header in headers { nameValue(header.name, header.value) }
+        endArray()
+    }
+
+    /// One `{"name": …, "value": …}` element.
+    mutating func nameValue(_ name: String, _ value: String) {
+        beginObject()
+        field("name", name)
+        field("value", value)
+        endObject()
     }
 
     /// A member whose value is an array, each element written by `element`.

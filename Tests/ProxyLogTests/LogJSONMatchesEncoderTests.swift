@@ -19,7 +19,7 @@ import Testing
     static func check(_ flow: FlowRecord, _ what: String) throws {
         let encoder = JSONEncoder.logLine()
         var json = JSONWriter()
-        JSONLRecord(flow).write(into: &json)
+        json.jsonlRecord(flow)
         try expectSame(writer: json.bytes, encoder: Array(try encoder.encode(JSONLRecord(flow))), "JSONL \(what)")
         json.reset()
         json.harEntry(flow)
@@ -75,7 +75,7 @@ import Testing
     @Test func memberOrderIsDeclarationOrder() throws {
         for flow in Samples.all + VariedFlows.all(count: 50) {
             var json = JSONWriter()
-            JSONLRecord(flow).write(into: &json)
+            json.jsonlRecord(flow)
             // `websocket` is there only for an upgraded exchange
             let keys = JSONLRecord.CodingKeys.allCases.map(\.stringValue).filter { $0 != "websocket" || flow.webSocket != nil }
             #expect(try RawJSON.parse(json.bytes).keys == keys)
