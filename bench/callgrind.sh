@@ -15,12 +15,16 @@
 #   conc: CALLGRIND_CONNS connections (8) × CALLGRIND_PER requests (250), at once
 #   fresh: CALLGRIND_FRESH requests (1000), each on a new connection with `Connection: close` (not in the default
 #          loads; the keep-alive loads leave out accepting and closing, which the "new conn/req" case of run.sh pays)
+# The `ws` case (not in the default cases) has one load of its own: bench/ws_peer.c's C client, CALLGRIND_WS_SESSIONS
+# (32) WebSocket sessions echoing 1 KiB messages for CALLGRIND_WS_SECONDS (10) through hookproxy as a reverse proxy
+# (`--reverse` to ws_peer's server, as bench/ws.sh runs it); "requests" are then round trips (two messages relayed).
 # Prints a markdown table: case, load, requests, instructions (Ir) per request (with CALLGRIND_REPEAT > 1: the mean
 # and the spread of the runs), also written to bench/results/callgrind-latest.md (git-ignored). The top functions
 # (self and inclusive, Ir per request) of every dump go to TMP/top-CASE-LOAD-RUN-{self,incl}.txt; CALLGRIND_TOP=1
 # prints the plain case's (seq load, first run).
 #
-# Cases: plain (the traffic viewer on, the default), har, jsonl, rules50 (50 rules), noui (--no-ui: no records built).
+# Cases: plain (the traffic viewer on, the default), har, jsonl, rules50 (50 rules), noui (--no-ui: no records built),
+# ws (WebSocket relay, above; only when named).
 # Knobs: HOOKPROXY, CALLGRIND_CASES ("plain har jsonl rules50 noui"), CALLGRIND_LOADS ("seq conc"), CALLGRIND_SEQ (2000),
 # CALLGRIND_CONNS (8), CALLGRIND_PER (250), CALLGRIND_FRESH (1000), CALLGRIND_WARMUP (50 requests per connection), CALLGRIND_REPEAT (1),
 # CALLGRIND_TIMEOUT (900 s per load), CALLGRIND_TOP, BENCH_KEEP=1 (keep the temp dir: dumps, logs, top lists).
@@ -34,6 +38,8 @@ CONNS=${CALLGRIND_CONNS:-8}
 PER=${CALLGRIND_PER:-250}
 FRESH=${CALLGRIND_FRESH:-1000}
 WARMUP=${CALLGRIND_WARMUP:-50}
+WS_SESSIONS=${CALLGRIND_WS_SESSIONS:-32}
+WS_SECONDS=${CALLGRIND_WS_SECONDS:-10}
 REPEAT=${CALLGRIND_REPEAT:-1}
 LOAD_TIMEOUT=${CALLGRIND_TIMEOUT:-900}
 PATH="$PATH:/usr/sbin:/sbin"
@@ -101,6 +107,11 @@ EOF
 nginx -p "$T/nginx" -c "$T/nginx/nginx.conf" & PIDS+=($!)
 for _ in $(seq 1 50); do curl -sf -o /dev/null "http://127.0.0.1:$NP/1k.bin" && break; sleep 0.1; done
 bash "$ROOT/bench/rules50.sh" "$NP" >"$T/rules50/bench.yaml"
+if [[ " $CASES " == *" ws "* ]]; then  # the WebSocket echo server the `ws` case proxies to
+  "${CC:-cc}" -O2 -pthread -o "$T/ws_peer" "$ROOT/bench/ws_peer.c"
+  WSP=$(free_port); "$T/ws_peer" server "$WSP" & PIDS+=($!)
+  for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$WSP") 2>/dev/null && break; sleep 0.1; done
+fi
 "$HOOKPROXY" check --rules "$T/rules50" >"$T/rules-check.log" 2>&1 || { cat "$T/rules-check.log" >&2; exit 1; }
 
 # The client: CONNS keep-alive connections × PER requests each, all started together; prints the responses served
@@ -183,6 +194,7 @@ annotate_top() { # DUMP REQUESTS OUT-PREFIX
 }
 
 declare -A IR REQS
+case_loads() { if [ "$1" = ws ]; then echo ws; else echo "$LOADS"; fi; }  # CASE → its loads
 SERVED_SO_FAR=0
 measure() { # CASE LOAD RUN PORT PID
   local c=$1 load=$2 run=$3 port=$4 pid=$5 conns per n before dump ir
@@ -190,15 +202,23 @@ measure() { # CASE LOAD RUN PORT PID
     seq) conns=1; per=$SEQ ;;
     conc) conns=$CONNS; per=$PER ;;
     fresh) conns=1; per=$FRESH ;;
+    ws) conns=$WS_SESSIONS ;;
     *) echo "unknown load $load" >&2; exit 2 ;;
   esac
-  local mode=""; [ "$load" = fresh ] && mode=fresh
-  n=$(python3 "$T/client.py" "$port" "$NP" "$conns" "$WARMUP" $mode) || { echo "warm-up failed ($c $load)" >&2; exit 1; }
-  SERVED_SO_FAR=$((SERVED_SO_FAR + n)); wait_log "$SERVED_SO_FAR"
-  callgrind_control -z "$pid" >"$T/control.log" 2>&1 || { cat "$T/control.log" >&2; exit 1; }
-  n=$(timeout "$LOAD_TIMEOUT" python3 "$T/client.py" "$port" "$NP" "$conns" "$per" $mode) \
-    || { echo "load failed or timed out ($c $load run $run)" >&2; exit 1; }
-  SERVED_SO_FAR=$((SERVED_SO_FAR + n)); wait_log "$SERVED_SO_FAR"
+  if [ "$load" = ws ]; then  # round trips per second through the reverse listener, for a warm-up and the count
+    "$T/ws_peer" client 127.0.0.1 "$WSRP" / "$conns" 2 1024 >/dev/null || { echo "warm-up failed ($c $load)" >&2; exit 1; }
+    callgrind_control -z "$pid" >"$T/control.log" 2>&1 || { cat "$T/control.log" >&2; exit 1; }
+    n=$("$T/ws_peer" client 127.0.0.1 "$WSRP" / "$conns" "$WS_SECONDS" 1024) || { echo "load failed ($c $load run $run)" >&2; exit 1; }
+    n=$((n * WS_SECONDS))
+  else
+    local mode=""; [ "$load" = fresh ] && mode=fresh
+    n=$(python3 "$T/client.py" "$port" "$NP" "$conns" "$WARMUP" $mode) || { echo "warm-up failed ($c $load)" >&2; exit 1; }
+    SERVED_SO_FAR=$((SERVED_SO_FAR + n)); wait_log "$SERVED_SO_FAR"
+    callgrind_control -z "$pid" >"$T/control.log" 2>&1 || { cat "$T/control.log" >&2; exit 1; }
+    n=$(timeout "$LOAD_TIMEOUT" python3 "$T/client.py" "$port" "$NP" "$conns" "$per" $mode) \
+      || { echo "load failed or timed out ($c $load run $run)" >&2; exit 1; }
+    SERVED_SO_FAR=$((SERVED_SO_FAR + n)); wait_log "$SERVED_SO_FAR"
+  fi
   before=$(ls "$T/cg")
   callgrind_control -d "$c-$load-$run" "$pid" >"$T/control.log" 2>&1 || { cat "$T/control.log" >&2; exit 1; }
   for _ in $(seq 1 100); do
@@ -223,6 +243,7 @@ for run in $(seq 1 "$REPEAT"); do
       jsonl) LOGKIND=jsonl; LOGFILE="$T/$c-$run.jsonl"; args+=(--jsonl "$LOGFILE") ;;
       rules50) args=(--rules "$T/rules50") ;;
       noui) args+=(--no-ui) ;;
+      ws) WSRP=$(free_port); args+=(--reverse "127.0.0.1:$WSRP=http://127.0.0.1:$WSP") ;;
       *) echo "unknown case $c" >&2; exit 2 ;;
     esac
     HP=$(free_port)
@@ -236,7 +257,7 @@ for run in $(seq 1 "$REPEAT"); do
     curl -sf -o /dev/null --max-time 20 -x "http://127.0.0.1:$HP" "http://127.0.0.1:$NP/1k.bin" \
       || { tail -20 "$T/hookproxy-$c-$run.log" >&2; echo "hookproxy did not start under valgrind ($c)" >&2; exit 1; }
     SERVED_SO_FAR=2   # the two probes above
-    for load in $LOADS; do measure "$c" "$load" "$run" "$HP" "$HPID"; done
+    for load in $(case_loads "$c"); do measure "$c" "$load" "$run" "$HP" "$HPID"; done
     stop_pid "$HPID" 30
     grep -i 'dropped\|error' "$T/hookproxy-$c-$run.log" | grep -v '^==' | head -5 >&2 || true
   done
@@ -256,13 +277,14 @@ mkdir -p "$ROOT/bench/results"
     echo "| --- | --- | ---: | ---: |"
   fi
   for c in $CASES; do
-    for load in $LOADS; do
+    for load in $(case_loads "$c"); do
       per_run=""; reqs=""
       for run in $(seq 1 "$REPEAT"); do
         per_run="$per_run $(awk -v a="${IR["$c|$load|$run"]}" -v n="${REQS["$c|$load|$run"]}" 'BEGIN{printf "%.0f", a / n}')"
         reqs=${REQS["$c|$load|$run"]}
       done
-      case $load in seq) shape="1 conn × $SEQ" ;; conc) shape="$CONNS conns × $PER" ;; fresh) shape="$FRESH conns × 1" ;; esac
+      case $load in seq) shape="1 conn × $SEQ" ;; conc) shape="$CONNS conns × $PER" ;; fresh) shape="$FRESH conns × 1" ;;
+        ws) shape="$WS_SESSIONS WebSocket sessions × ${WS_SECONDS} s (per round trip)" ;; esac
       if [ "$REPEAT" -gt 1 ]; then
         echo "$per_run" | awk -v c="$c" -v l="$shape" -v r="$reqs" '{ s = 0; mn = $1; mx = $1; runs = ""
           for (i = 1; i <= NF; i++) { s += $i; if ($i < mn) mn = $i; if ($i > mx) mx = $i; runs = runs (i > 1 ? ", " : "") $i }
