@@ -114,7 +114,11 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     func upstreamReceived(_ bytes: ByteBuffer) {
         guard let codec = upstreamCodec, let context else { return }
         do {
-            try codec.writeInbound(bytes)
+            // What `writeInbound` does, without the copy of the inbound buffer it returns.
+            let pipeline = codec.pipeline.syncOperations
+            pipeline.fireChannelRead(NIOAny(bytes))
+            pipeline.fireChannelReadComplete()
+            try codec.throwIfErrorCaught()
             while let frame = try codec.readInbound(as: WebSocketFrame.self) {
                 for out in process(frame, flow: &toClient) { context.write(wrapOutboundOut(out), promise: nil) }
             }
@@ -142,7 +146,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private func sendUpstream(_ frame: WebSocketFrame) {
         guard let codec = upstreamCodec else { return }
         do {
-            try codec.writeOutbound(frame)
+            // Not `writeOutbound`: it waits on a promise and copies the outbound buffer, for every frame. The encoder
+            // cannot fail a write; a frame it could not encode would show as an error caught.
+            codec.pipeline.syncOperations.writeAndFlush(NIOAny(frame), promise: nil)
+            try codec.throwIfErrorCaught()
             // The encoder gives the header and the payload apart: one send for both.
             while let bytes = try codec.readOutbound(as: ByteBuffer.self) { upstream.write(bytes, flush: false) }
             upstream.flush()
