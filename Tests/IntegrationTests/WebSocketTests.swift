@@ -358,6 +358,43 @@ struct WebSocketTests {
         }
     }
 
+    @Test("a server message the rules cannot inflate ends the session, and nothing the server sent after it reaches the client")
+    func corruptCompressedMessageEndsTheSession() async throws {
+        let rules = """
+            - name: ws-edit
+              match: { host: localhost, websocket: true }
+              websocket:
+                to_client: { replace: [{ text: "after", with: "AFTER" }] }
+            """
+        try await Self.deflateScenario("deflate-corrupt", rules: rules) { out, proxy in
+            // Both frames came in one read: the second one was decoded before the first one ended the session.
+            #expect(out["received"] as? [String] == [], "\(out)")
+            #expect(out["closed"] as? Bool == true, "\(out)")
+            let record = try #require(await Self.sessionRecord(proxy))
+            #expect(record.webSocket?.close?.code == 1009, "\(String(describing: record.webSocket?.close))")
+            #expect(record.webSocket?.close?.reason.contains("cannot inflate") == true)
+            #expect(record.webSocket?.receivedMessages == 1, "the bad message is logged, the one after the end is not")
+        }
+    }
+
+    @Test("a client message the rules cannot inflate ends the session, and nothing the client sent after it reaches the server")
+    func corruptCompressedClientMessageEndsTheSession() async throws {
+        let rules = """
+            - name: ws-edit
+              match: { host: localhost, websocket: true }
+              websocket:
+                to_server: { replace: [{ text: "after", with: "AFTER" }] }
+            """
+        try await Self.deflateScenario("deflate-corrupt-client", rules: rules) { out, proxy in
+            #expect(out["server_received"] as? [String] == [], "\(out)")
+            #expect(out["closed"] as? Bool == true, "\(out)")
+            let record = try #require(await Self.sessionRecord(proxy))
+            #expect(record.webSocket?.close?.code == 1009, "\(String(describing: record.webSocket?.close))")
+            #expect(record.webSocket?.close?.reason.contains("cannot inflate") == true)
+            #expect(record.webSocket?.sentMessages == 1, "the bad message is logged, the one after the end is not")
+        }
+    }
+
     /// A TLS WebSocket server and a proxy that intercepts `localhost`, trusting the test CA upstream (plus `rules`).
     static func intercepted(rules: String = "", capture: Bool = false,
                             configure: (inout ProxyConfiguration) -> Void = { _ in },

@@ -80,8 +80,11 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     // MARK: - client side
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        for out in process(frame, flow: &toServer) { sendUpstream(out) }
+        guard !ended else { return }  // (what the decoder still had when the session ended)
+        switch process(unwrapInboundIn(data), flow: &toServer) {
+        case .forward(let frames): for out in frames { sendUpstream(out) }
+        case .end(let close): end(close)
+        }
         if upstream.bufferedBytes > WebSocketSession.highWater { reads.pause() }
     }
 
@@ -113,24 +116,25 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     func upstreamReceived(_ bytes: ByteBuffer) {
         guard let codec = upstreamCodec, let context else { return }
-        do {
-            // What `writeInbound` does, without the copy of the inbound buffer it returns.
-            let pipeline = codec.pipeline.syncOperations
-            pipeline.fireChannelRead(NIOAny(bytes))
-            pipeline.fireChannelReadComplete()
-            try codec.throwIfErrorCaught()
-            while let frame = try codec.readInbound(as: WebSocketFrame.self) {
-                for out in process(frame, flow: &toClient) { context.write(wrapOutboundOut(out), promise: nil) }
+        // What `writeInbound` does, without the copy of the inbound buffer it returns.
+        let pipeline = codec.pipeline.syncOperations
+        pipeline.fireChannelRead(NIOAny(bytes))
+        pipeline.fireChannelReadComplete()
+        var frameError: (any Error)?
+        do { try codec.throwIfErrorCaught() } catch { frameError = error }
+        // The frames decoded before a bad one still reach the client (the close waits for them); none after a frame
+        // that ended the session.
+        while !ended, let frame = try? codec.readInbound(as: WebSocketFrame.self) {
+            switch process(frame, flow: &toClient) {
+            case .forward(let frames): for out in frames { context.write(wrapOutboundOut(out), promise: nil) }
+            case .end(let close): end(close)
             }
-        } catch {
-            // The frames decoded before the bad one still reach the client (the close waits for them).
-            while let frame = try? codec.readInbound(as: WebSocketFrame.self) {
-                for out in process(frame, flow: &toClient) { context.write(wrapOutboundOut(out), promise: nil) }
-            }
-            handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): server frame error: \(error)")
-            end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(error)", by: .server))
-            return
         }
+        if let frameError, !ended {
+            handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): server frame error: \(frameError)")
+            end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(frameError)", by: .server))
+        }
+        guard !ended else { return }
         context.flush()
         if !context.channel.isWritable { upstream.setReading(false) }
     }
@@ -160,8 +164,15 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     // MARK: - frames
 
-    /// What to forward for `frame` (nothing while a message an edit waits for is incomplete), with the log updated.
-    private func process(_ frame: WebSocketFrame, flow: inout MessageFlow) -> [WebSocketFrame] {
+    /// What one frame leads to: frames to forward (none while a message an edit waits for is incomplete), or the end
+    /// of the session. The caller ends it, once `flow`'s access is over: `end` reads both flows.
+    private enum Step {
+        case forward([WebSocketFrame])
+        case end(WebSocketLog.Close)
+    }
+
+    /// What `frame` leads to, with the log updated.
+    private func process(_ frame: WebSocketFrame, flow: inout MessageFlow) -> Step {
         let towardServer = flow.direction == .send
         let key = frame.maskKey
         let plain = frame.unmaskedFrame  // unmasked once, for the log, the rules and the encoder
@@ -173,18 +184,17 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
                 let reason = data.readString(length: data.readableBytes) ?? ""
                 log.close = WebSocketLog.Close(code: code, reason: reason, by: towardServer ? .client : .server)
             }
-            return [WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)]
+            return .forward([WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)])
         case .ping, .pong:
-            return [WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)]
+            return .forward([WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)])
         default:
             let result = flow.take(plain)
             if let message = result.message { logMessage(message) }
             if let failure = result.failure {
                 // The receiver's window is hookproxy's now: a message it cannot compress again ends the session.
-                end(WebSocketLog.Close(code: 1009, reason: failure, by: towardServer ? .client : .server))
-                return []
+                return .end(WebSocketLog.Close(code: 1009, reason: failure, by: towardServer ? .client : .server))
             }
-            return result.forward.map { WebSocketSession.forwardable($0, towardServer: towardServer, key: key) }
+            return .forward(result.forward.map { WebSocketSession.forwardable($0, towardServer: towardServer, key: key) })
         }
     }
 

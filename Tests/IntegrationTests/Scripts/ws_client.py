@@ -103,6 +103,63 @@ async def main():
                 await ws.close(1000)
             out["server_received"] = received
             server.close()
+        elif scenario == "deflate-corrupt":
+            # As "deflate", but the server answers the first message with raw bytes, in one write: a compressed
+            # frame that is not deflate data, then a plain text frame. (`target` is global, as above.)
+            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
+
+            async def corrupt_handler(ws):
+                await ws.recv()
+                corrupt = b"\xc1\x05" + b"\xff" * 5  # FIN, RSV1 (compressed), text; block type 3 does not exist
+                ws.transport.write(corrupt + b"\x81\x05after")
+                await asyncio.sleep(10)
+            server = await websockets.serve(corrupt_handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
+            target = f"wss://localhost:{server.sockets[0].getsockname()[1]}/deflate"
+            async with connect(compression="deflate") as ws:
+                out["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
+                await ws.send("go")
+                received = []
+                try:
+                    while True:
+                        received.append(await asyncio.wait_for(ws.recv(), 10))
+                except ConnectionClosed:
+                    out["closed"] = True
+                except asyncio.TimeoutError:
+                    out["timed_out"] = True
+                out["received"] = received
+            server.close()
+        elif scenario == "deflate-corrupt-client":
+            # The other way: the client sends, in one write, a compressed frame that is not deflate data and then a
+            # plain text frame (both masked, as a client's must be). (`target` is global, as above.)
+            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
+            received = []
+
+            async def recording_handler(ws):
+                try:
+                    async for message in ws:
+                        received.append(message)
+                except ConnectionClosed:
+                    pass
+            server = await websockets.serve(recording_handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
+            target = f"wss://localhost:{server.sockets[0].getsockname()[1]}/deflate"
+
+            def masked(first, payload):
+                key = b"\x11\x22\x33\x44"
+                return bytes([first, 0x80 | len(payload)]) + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+            async with connect(compression="deflate") as ws:
+                out["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
+                ws.transport.write(masked(0xC1, b"\xff" * 5) + masked(0x81, b"after"))
+                try:
+                    await asyncio.wait_for(ws.recv(), 10)
+                except ConnectionClosed:
+                    out["closed"] = True
+                except asyncio.TimeoutError:
+                    out["timed_out"] = True
+            await asyncio.sleep(0.5)
+            out["server_received"] = received
+            server.close()
         elif scenario == "big":
             async with connect() as ws:
                 text = ("0123456789abcdef" * (4 * 1024 * 1024 // 16))
