@@ -26,6 +26,17 @@ def connect(**extra):
     return websockets.connect(target, **kwargs)
 
 
+async def deflate_server(handler):
+    """The deflate scenarios' own server (the `websockets` one, which negotiates permessage-deflate), on TLS with the
+    certificate and key in WS_SERVER_CERT / WS_SERVER_KEY, on a free port; TARGET becomes its URL (its port ignored)."""
+    global target
+    server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
+    server = await websockets.serve(handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
+    target = f"wss://localhost:{server.sockets[0].getsockname()[1]}/deflate"
+    return server
+
+
 async def echo(ws):
     await ws.send("hello text")
     out["text"] = await ws.recv()
@@ -58,19 +69,11 @@ async def main():
                 out["response_headers"] = dict(ws.response.headers)
                 await echo(ws)
         elif scenario == "deflate":
-            # Its own server (the `websockets` one, which negotiates permessage-deflate), on TLS with the
-            # certificate and key in WS_SERVER_CERT / WS_SERVER_KEY, on a free port: TARGET's port is ignored.
-            global target
-            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
-
             async def echo_handler(ws):
                 async for message in ws:
                     await ws.send(message)
-            server = await websockets.serve(echo_handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
-            port = server.sockets[0].getsockname()[1]
-            target = f"wss://localhost:{port}/deflate"
-            out["port"] = port
+            server = await deflate_server(echo_handler)
+            out["port"] = server.sockets[0].getsockname()[1]
             async with connect(compression="deflate") as ws:
                 out["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
                 for text in ["compressed hello " * 20, "and again " * 30]:
@@ -80,18 +83,14 @@ async def main():
             server.close()
         elif scenario == "deflate-edit":
             # As "deflate", with messages the proxy's rules edit: several, so a window carried from message to
-            # message (context takeover, the websockets default) must stay right at both ends. (`target` is
-            # global: declared in the "deflate" branch above.)
-            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
+            # message (context takeover, the websockets default) must stay right at both ends.
             received = []
 
             async def echo_handler(ws):
                 async for message in ws:
                     received.append(message if isinstance(message, str) else "binary:%d" % len(message))
                     await ws.send(message)
-            server = await websockets.serve(echo_handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
-            target = f"wss://localhost:{server.sockets[0].getsockname()[1]}/deflate"
+            server = await deflate_server(echo_handler)
             async with connect(compression="deflate") as ws:
                 out["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
                 binary = bytes(range(256)) * 64
@@ -105,17 +104,14 @@ async def main():
             server.close()
         elif scenario == "deflate-corrupt":
             # As "deflate", but the server answers the first message with raw bytes, in one write: a compressed
-            # frame that is not deflate data, then a plain text frame. (`target` is global, as above.)
-            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
+            # frame that is not deflate data, then a plain text frame.
 
             async def corrupt_handler(ws):
                 await ws.recv()
                 corrupt = b"\xc1\x05" + b"\xff" * 5  # FIN, RSV1 (compressed), text; block type 3 does not exist
                 ws.transport.write(corrupt + b"\x81\x05after")
                 await asyncio.sleep(10)
-            server = await websockets.serve(corrupt_handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
-            target = f"wss://localhost:{server.sockets[0].getsockname()[1]}/deflate"
+            server = await deflate_server(corrupt_handler)
             async with connect(compression="deflate") as ws:
                 out["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
                 await ws.send("go")
@@ -131,9 +127,7 @@ async def main():
             server.close()
         elif scenario == "deflate-corrupt-client":
             # The other way: the client sends, in one write, a compressed frame that is not deflate data and then a
-            # plain text frame (both masked, as a client's must be). (`target` is global, as above.)
-            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
+            # plain text frame (both masked, as a client's must be).
             received = []
 
             async def recording_handler(ws):
@@ -142,8 +136,7 @@ async def main():
                         received.append(message)
                 except ConnectionClosed:
                     pass
-            server = await websockets.serve(recording_handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
-            target = f"wss://localhost:{server.sockets[0].getsockname()[1]}/deflate"
+            server = await deflate_server(recording_handler)
 
             def masked(first, payload):
                 key = b"\x11\x22\x33\x44"
