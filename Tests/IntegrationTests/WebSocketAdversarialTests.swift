@@ -160,6 +160,29 @@ struct WebSocketAdversarialTests {
         }
     }
 
+    /// A bare `=` parameter in the server's `Sec-WebSocket-Extensions` indexed an empty split and stopped the proxy
+    /// process ("Index out of range", release builds too), whatever the rules. Found by a review helper.
+    @Test("a 101 whose Sec-WebSocket-Extensions holds a bare '=' starts the session; the proxy serves on",
+          arguments: ["permessage-deflate;=", "permessage-deflate;==", "permessage-deflate; x=1;="])
+    func bareEqualsExtensionParameter(extensions: String) async throws {
+        let answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nSec-WebSocket-Extensions: \(extensions)\r\n\r\n"
+        try await MisbehavingOrigin.with([.text(answer), .pause(milliseconds: 2000), .close]) { origin in
+            try await withProxyAndOrigin { proxy, good in
+                let head = try await withRawClient(proxy, readTimeout: .seconds(10)) { client in
+                    try await client.send(rawRequest("GET \(origin.baseURL)/ws HTTP/1.1", [
+                        "Host: 127.0.0.1:\(origin.port)", "Upgrade: websocket", "Connection: Upgrade",
+                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13",
+                        "Sec-WebSocket-Extensions: permessage-deflate",
+                    ]))
+                    return try await client.readResponse()
+                }
+                #expect(head.status == 101, "\(head.rawHead)")
+                try await expectProxyStillServes(proxy, good)
+            }
+        }
+    }
+
     @Test("a 101 without Upgrade, or naming another protocol, is no WebSocket: 502, and no session starts",
           arguments: ["HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n",
                       "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"])

@@ -36,4 +36,18 @@ struct UpgradeValueTests {
         #expect(agreed?.clientNoContextTakeover == true)
         #expect(agreed?.serverNoContextTakeover == false)
     }
+
+    /// A server's answer is peer input: none of these may stop the process (a bare `=` indexed an empty split).
+    @Test("odd permessage-deflate answers are read without a crash", arguments: [
+        "permessage-deflate;=", "permessage-deflate; =15", "permessage-deflate;;", "permessage-deflate; = ",
+        "permessage-deflate; client_max_window_bits=", "permessage-deflate; server_max_window_bits==9",
+        "permessage-deflate; server_max_window_bits=\"\"", "permessage-deflate; server_max_window_bits=99999999999",
+        "permessage-deflate; client_max_window_bits=-15", ",;=,",
+    ])
+    func oddDeflateAnswers(answer: String) {
+        let agreed = DeflateAgreement(serverAnswer: [answer])
+        if answer.hasPrefix("permessage-deflate") { #expect(agreed != nil) } else { #expect(agreed == nil) }
+        // A combining mark after `;` makes one Character of the two: that answer reads as no deflate, without a crash.
+        #expect(DeflateAgreement(serverAnswer: [answer + ";\u{301}=\u{301}"]) == nil || answer.hasPrefix("permessage"))
+    }
 }

@@ -64,7 +64,9 @@ struct DeflateAgreement: Equatable {
             $0.split(separator: ";").first?.trimmingSpaces().lowercased() == "permessage-deflate"
         }) else { return nil }
         for parameter in deflate.split(separator: ";").dropFirst() {
-            let parts = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces().lowercased() }
+            // Empty pieces kept: a bare `=` is two empty strings, not an empty list (it crashed the proxy).
+            let parts = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                .map { $0.trimmingSpaces().lowercased() }
             let value = parts.count > 1 ? Int32(parts[1].trimmingCharacters(in: "\"")) : nil
             switch parts[0] {
             case "client_no_context_takeover": clientNoContextTakeover = true
