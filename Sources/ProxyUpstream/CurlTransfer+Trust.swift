@@ -58,7 +58,11 @@ extension CurlTransfer {
     private func configureDefaultClock(_ easy: CurlEasy) throws(CurlError) {
         try easy.setSSLContextCallback({ _, sslContext, context in
             guard let sslContext, let context else { return CURLE_ABORTED_BY_CALLBACK }
-            hp_SSL_CTX_set_cert_verify_callback(OpaquePointer(sslContext), { storeContext, context in
+            let ctx = OpaquePointer(sslContext)
+            // As with a trust rule: the context is the transfer that opened the connection, freed when it ends, and a
+            // renegotiation on the reused connection would call back into it (a use after free).
+            hp_SSL_CTX_forbid_renegotiation(ctx)
+            hp_SSL_CTX_set_cert_verify_callback(ctx, { storeContext, context in
                 guard let storeContext, let context else { return 0 }
                 let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
                 return transfer.verifyAtDefaultClock(storeContext) ? 1 : 0
