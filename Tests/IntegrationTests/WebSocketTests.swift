@@ -253,6 +253,31 @@ struct WebSocketTests {
         }
     }
 
+    /// A long session (here 10,200 messages each way, each edited by a rule that notes it) keeps its memory bounded: the log
+    /// lists the first `maxListedMessages`, counts them all, and keeps each distinct note once with its count.
+    @Test("a long session lists its first 10,000 messages, counts all of them, and notes each distinct edit note once")
+    func longSessionStaysBounded() async throws {
+        let rules = """
+            - name: ws-json
+              match: { host: localhost, websocket: true }
+              websocket:
+                to_server: { json: { set: { edited: true } } }
+            """
+        try await Self.intercepted(rules: rules) { server, proxy, ca in
+            let out = try await Self.client(proxy, "wss://localhost:\(server.port)/", "long", ca: ca,
+                                            environment: ["WS_MESSAGES": "10200"], timeout: .seconds(150))
+            #expect(out["sent"] as? Int == 10200, "\(out)")
+            let record = try #require(await Self.sessionRecord(proxy))
+            let session = try #require(record.webSocket)
+            #expect(session.messages.count == 10_000)
+            #expect(session.sentMessages == 10200 && session.receivedMessages == 10200)
+            let notes = record.events.map(\.action)
+            #expect(notes.contains("10400 messages after the first 10000 not listed (counted in the totals)"), "\(notes)")
+            let json = notes.filter { $0.contains("not JSON") }
+            #expect(json.count == 1 && json.first?.hasSuffix("(×10200)") == true, "\(json)")
+        }
+    }
+
     @Test("websocket rules: match.websocket narrows to handshakes, to_server edits JSON text, to_client replaces text, binary passes")
     func rules() async throws {
         let rules = """

@@ -51,7 +51,7 @@ struct MessageFlow {
     private var held: [WebSocketFrame] = []
     private var holding = false
     /// Notes of the edits made (the session logs them as hook events).
-    private(set) var notes: [String] = []
+    private(set) var notes = SessionNotes()
 
     init(direction: WebSocketLog.Direction, transform: (any BodyTransforming)?, inflater: MessageInflater?,
          deflater: MessageDeflater? = nil, keepLimit: Int) {
@@ -104,7 +104,7 @@ struct MessageFlow {
             held.append(frame)
             if size > MessageFlow.maxEditedMessage {
                 holding = false
-                notes.append("\(side) message over \(MessageFlow.maxEditedMessage) bytes: sent unchanged")
+                notes.add("\(side) message over \(MessageFlow.maxEditedMessage) bytes: sent unchanged")
                 forward = held
                 held.removeAll()
             }
@@ -130,7 +130,7 @@ struct MessageFlow {
                     plain = edited(plain)
                     inflated = plain
                 } else if opcode == .text {
-                    notes.append("\(side) message over \(MessageFlow.maxEditedMessage) bytes: sent unchanged")
+                    notes.add("\(side) message over \(MessageFlow.maxEditedMessage) bytes: sent unchanged")
                 }
                 if let deflated = deflater?.deflate(plain) {
                     forward = [WebSocketFrame(fin: true, rsv1: true, opcode: opcode, data: deflated)]
@@ -151,7 +151,7 @@ struct MessageFlow {
     private mutating func edited(_ message: ByteBuffer) -> ByteBuffer {
         var headers = HeaderFields()
         let (bytes, notes) = transform!.apply(to: Array(message.readableBytesView), headers: &headers)
-        self.notes += notes.map { "\(side) message: \($0)" }
+        for note in notes { self.notes.add("\(side) message: \(note)") }
         return ByteBuffer(bytes: bytes)
     }
 }

@@ -23,6 +23,8 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     static let maxFrameSize = 64 * 1024 * 1024
     static let highWater = 1024 * 1024
+    /// Messages a session lists in its log (each with its data up to the capture limit); later ones are counted only.
+    static let maxListedMessages = 10_000
 
     private let handshake: UpgradeHandshake
     private let upstream: UpstreamConnection
@@ -207,7 +209,9 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             log.receivedMessages += 1
             log.receivedBytes += message.size
         }
-        // Message data counts against the capture limit per session; counts and sizes are always complete.
+        // Message data counts against the capture limit per session; counts and sizes are always complete. The
+        // list itself stops at `maxListedMessages`, so a session's memory stays bounded however long it runs.
+        guard log.messages.count < WebSocketSession.maxListedMessages else { return }
         let room = max(0, captureLimit - capturedBytes)
         let kept = Array(message.data.readableBytesView.prefix(room))
         capturedBytes += kept.count
@@ -245,7 +249,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
                 context.close(promise: nil)
             }
         }
-        handshake.sessionEnded(log, notes: toServer.notes + toClient.notes)
+        let unlisted = log.sentMessages + log.receivedMessages - log.messages.count
+        let listNote = unlisted > 0
+            ? ["\(unlisted) messages after the first \(WebSocketSession.maxListedMessages) not listed (counted in the totals)"] : []
+        handshake.sessionEnded(log, notes: toServer.notes.lines + toClient.notes.lines + listNote)
     }
 }
 

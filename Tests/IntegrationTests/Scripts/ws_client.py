@@ -153,6 +153,15 @@ async def main():
             await asyncio.sleep(0.5)
             out["server_received"] = received
             server.close()
+        elif scenario == "long":
+            # One session of many small messages (WS_MESSAGES, 12000), each echoed before the next.
+            count = int(os.environ.get("WS_MESSAGES", "12000"))
+            async with connect() as ws:
+                for i in range(count):
+                    await ws.send("not json")
+                    await ws.recv()
+                await ws.close(1000)
+            out["sent"] = count
         elif scenario == "big":
             async with connect() as ws:
                 text = ("0123456789abcdef" * (4 * 1024 * 1024 // 16))
