@@ -208,8 +208,12 @@ measure() { # CASE LOAD RUN PORT PID
   if [ "$load" = ws ]; then  # round trips per second through the reverse listener, for a warm-up and the count
     "$T/ws_peer" client 127.0.0.1 "$WSRP" / "$conns" 2 1024 >/dev/null || { echo "warm-up failed ($c $load)" >&2; exit 1; }
     callgrind_control -z "$pid" >"$T/control.log" 2>&1 || { cat "$T/control.log" >&2; exit 1; }
-    n=$("$T/ws_peer" client 127.0.0.1 "$WSRP" / "$conns" "$WS_SECONDS" 1024) || { echo "load failed ($c $load run $run)" >&2; exit 1; }
-    n=$((n * WS_SECONDS))
+    n=$("$T/ws_peer" client 127.0.0.1 "$WSRP" / "$conns" "$WS_SECONDS" 1024 2>"$T/ws-client.err") \
+      || { cat "$T/ws-client.err" >&2; echo "load failed ($c $load run $run)" >&2; exit 1; }
+    # ws_peer exits 0 when any session made a round trip: a session that failed fails the count here.
+    [ -s "$T/ws-client.err" ] && { cat "$T/ws-client.err" >&2; echo "a session failed ($c $load run $run)" >&2; exit 1; }
+    n=$((n * WS_SECONDS))  # (the client prints round trips per second over exactly WS_SECONDS)
+    sleep 1                # the sessions' close frames and records, as the HTTP loads wait for their logs
   else
     local mode=""; [ "$load" = fresh ] && mode=fresh
     n=$(python3 "$T/client.py" "$port" "$NP" "$conns" "$WARMUP" $mode) || { echo "warm-up failed ($c $load)" >&2; exit 1; }
