@@ -120,6 +120,18 @@ final class H2TunnelClient: @unchecked Sendable {
         return collector
     }
 
+    /// A stream whose HEADERS block is exactly `headers` (pseudo-headers included, none added).
+    func openRaw(_ headers: [(String, String)], endStream: Bool = true) async throws -> StreamCollector {
+        guard let multiplexer else { throw TestSupportError("no HTTP/2 on this tunnel") }
+        let collector = StreamCollector(eventLoop: channel.eventLoop)
+        let stream = try await multiplexer.createStreamChannel { stream in
+            stream.eventLoop.makeCompletedFuture { try stream.pipeline.syncOperations.addHandler(collector) }
+        }.get()
+        stream.writeAndFlush(HTTP2Frame.FramePayload.headers(.init(headers: HPACKHeaders(headers), endStream: endStream)), promise: nil)
+        collector.stream = stream
+        return collector
+    }
+
     /// One request, waited for (bounded).
     func send(_ method: String = "GET", _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
               trailers: [(String, String)]? = nil, timeout: TimeAmount = .seconds(20)) async throws -> H2Response {

@@ -183,7 +183,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         proxy.logger.debug("connection error: \(error)")
-        context.close(promise: nil)
+        // Closed on the loop's next turn, not from inside the error: an HTTP/2 stream whose first HEADERS NIO's codec
+        // refused (no `:authority`) is not open yet, and closing it now tells NIO's connection manager "closed" for
+        // a stream it never heard "created" of (an assertion in a debug build).
+        context.eventLoop.assumeIsolated().execute { context.close(promise: nil) }
     }
 
     // MARK: outbound: reads are forwarded only while the upstream keeps up with the request body
