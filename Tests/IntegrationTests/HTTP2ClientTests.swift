@@ -163,6 +163,24 @@ struct HTTP2ClientTests {
         }
     }
 
+    /// The idle watcher counted streams from pipeline events that NIO's inline multiplexer never sends, so it saw
+    /// none open and cut any response still streaming after the client had been silent for the idle timeout (a
+    /// review helper saw a download end at 20 of 50 KB). It now counts what NIO tells its stream delegate.
+    @Test("a response streaming longer than the idle timeout is not cut while the client waits silently")
+    func longResponseOutlivesTheIdleTimeout() async throws {
+        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
+            try await withInterceptingProxy({ $0.limits.clientIdleTimeoutMs = 600 }) { proxy, _ in
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
+                defer { Task { await client.close() } }
+                let drip = try await client.send("GET", "/drip?chunks=8&interval_ms=300&size=16")
+                #expect(drip.status == 200)
+                #expect(drip.body.count == 8 * 16, "the whole body, over ~2.1 s of a 0.6 s idle timeout")
+                #expect(client.channel.isActive, "the connection stays open while it is in use")
+            }
+        }
+    }
+
     @Test("logs: the console line says h2, JSONL http_version is HTTP/2 beside upstream_http_version, HAR says HTTP/2")
     func logs() async throws {
         try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in

@@ -2,36 +2,38 @@ import NIOCore
 import NIOHTTP2
 
 /// Closes an intercepted HTTP/2 connection that stays silent for the client idle timeout with no stream open;
-/// streams in flight are the exchanges' to time out. Sits last in the connection's pipeline, where the HTTP/2
-/// handler reports streams opening and closing and `IdleStateHandler` reports silence.
+/// streams in flight are the exchanges' to time out. Sits last in the connection's pipeline, where
+/// `IdleStateHandler` reports silence; `OpenStreams` counts the streams (NIO's inline multiplexer tells its stream
+/// delegate when a stream opens or closes, not the pipeline).
+///
+/// A stream's own error (NIO hands those to the connection's pipeline too) ends that stream only; any other error
+/// ends the connection.
 /// Event-loop bound.
 final class HTTP2IdleWatcher: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
 
     private let proxy: ProxyContext
-    private var openStreams = 0
+    private let streams: OpenStreams
 
-    init(context: ProxyContext) {
+    init(context: ProxyContext, streams: OpenStreams) {
         self.proxy = context
+        self.streams = streams
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        switch event {
-        case is NIOHTTP2StreamCreatedEvent:
-            openStreams += 1
-        case is StreamClosedEvent:
-            openStreams = max(0, openStreams - 1)
-        case is IdleStateHandler.IdleStateEvent where openStreams == 0:
+        if event is IdleStateHandler.IdleStateEvent, streams.count == 0 {
             proxy.logger.debug("\(context.remoteAddress?.description ?? "client"): HTTP/2 connection idle: closing")
             context.close(promise: nil)
             return
-        default:
-            break
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            proxy.logger.debug("HTTP/2 stream \(streamError.streamID) error: \(streamError.baseError)")
+            return
+        }
         proxy.logger.debug("HTTP/2 connection error: \(error)")
         context.close(promise: nil)
     }
@@ -39,3 +41,25 @@ final class HTTP2IdleWatcher: ChannelInboundHandler {
 
 @available(*, unavailable)
 extension HTTP2IdleWatcher: Sendable {}
+
+/// The streams open on one HTTP/2 connection, as NIO's handler reports them to its stream delegate; every report
+/// goes on to `next` (NIO's connection manager, which needs them for its graceful shutdown).
+/// Event-loop bound: NIO calls it on the connection's loop, where the watcher reads it (hence `@unchecked`).
+final class OpenStreams: NIOHTTP2StreamDelegate, @unchecked Sendable {
+    private let next: any NIOHTTP2StreamDelegate
+    private(set) var count = 0
+
+    init(next: any NIOHTTP2StreamDelegate) {
+        self.next = next
+    }
+
+    func streamCreated(_ id: HTTP2StreamID, channel: any Channel) {
+        count += 1
+        next.streamCreated(id, channel: channel)
+    }
+
+    func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
+        count = max(0, count - 1)
+        next.streamClosed(id, channel: channel)
+    }
+}

@@ -55,9 +55,10 @@ enum NegotiatedPipeline {
         connection.targetWindowSize = HTTP2Limits.maxConcurrentStreams * HTTP2Limits.streamWindow
         var stream = NIOHTTP2Handler.StreamConfiguration()
         stream.targetWindowSize = HTTP2Limits.streamWindow
+        let streams = OpenStreams(next: manager.http2StreamDelegate)
         let h2 = NIOHTTP2Handler(
             mode: .server, eventLoop: channel.eventLoop, connectionConfiguration: connection,
-            streamConfiguration: stream, streamDelegate: manager.http2StreamDelegate
+            streamConfiguration: stream, streamDelegate: streams
         ) { streamChannel in
             streamChannel.eventLoop.makeCompletedFuture {
                 let streamPipeline = streamChannel.pipeline.syncOperations
@@ -68,7 +69,7 @@ enum NegotiatedPipeline {
         }
         try pipeline.addHandler(h2)
         try pipeline.addHandler(manager)
-        try pipeline.addHandler(HTTP2IdleWatcher(context: context))
+        try pipeline.addHandler(HTTP2IdleWatcher(context: context, streams: streams))
     }
 }
 
