@@ -5,9 +5,6 @@ import NIOHTTP2
 /// streams in flight are the exchanges' to time out. Sits last in the connection's pipeline, where
 /// `IdleStateHandler` reports silence; `OpenStreams` counts the streams (NIO's inline multiplexer tells its stream
 /// delegate when a stream opens or closes, not the pipeline).
-///
-/// A stream's own error (NIO hands those to the connection's pipeline too) ends that stream only; any other error
-/// ends the connection.
 /// Event-loop bound.
 final class HTTP2IdleWatcher: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
@@ -30,10 +27,6 @@ final class HTTP2IdleWatcher: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let streamError = error as? NIOHTTP2Errors.StreamError {
-            proxy.logger.debug("HTTP/2 stream \(streamError.streamID) error: \(streamError.baseError)")
-            return
-        }
         proxy.logger.debug("HTTP/2 connection error: \(error)")
         context.close(promise: nil)
     }
