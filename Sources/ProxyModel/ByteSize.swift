@@ -18,7 +18,11 @@ public enum UnitParser {
         return overflow ? nil : value
     }
 
-    /// A duration in milliseconds.
+    /// The longest duration accepted, 100 years: longer ones would overflow `Int` (it trapped) or NIO's nanosecond
+    /// clock (~292 years).
+    public static let maxMilliseconds = 100 * 365 * 86_400_000
+
+    /// A duration in milliseconds; nil when it is not one, or over `maxMilliseconds`.
     public static func milliseconds(_ text: String) -> Int? {
         let trimmed = text.trimmingSpaces()
         let numberPart = trimmed.prefix { $0.isNumber || $0 == "." }
@@ -31,6 +35,8 @@ public enum UnitParser {
         case "m", "min": factor = 60_000
         default: return nil
         }
-        return Int(number * factor)
+        let milliseconds = number * factor
+        guard milliseconds <= Double(maxMilliseconds) else { return nil }
+        return Int(milliseconds)
     }
 }

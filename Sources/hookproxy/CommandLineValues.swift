@@ -23,7 +23,7 @@ enum CommandLineValues {
 
     static func milliseconds(_ text: String, flag: String) throws -> Int {
         guard let value = UnitParser.milliseconds(text), value > 0 else {
-            throw ValidationError("\(flag) takes seconds or a unit (60, 60s, 500ms), got '\(text)'")
+            throw ValidationError("\(flag) takes seconds or a unit (60, 60s, 500ms), up to 100 years, got '\(text)'")
         }
         return value
     }
