@@ -81,10 +81,10 @@ public struct Redactor: Sendable, Hashable {
     /// the whole of `token@` (unless `logSecrets`; a userinfo part that is one of `secrets` always). Nothing else
     /// of the URL is touched; text that is not a URL comes back unchanged.
     public func url(_ text: String, secrets: [String] = []) -> String {
-        // Scanned as bytes: every separator is ASCII, so its byte index is a valid String index (a log record has
-        // two or more URLs, and Foundation's `range(of:)` and Character iteration were most of a record's cost).
         // The common URL (no `@`, no query parameter to hide) has nothing to redact: no scan, no copy.
         if redactedQueryNames.isEmpty, !Redactor.containsByte(UInt8(ascii: "@"), in: text) { return text }
+        // Scanned as bytes: every separator is ASCII, so its byte index is a valid String index (a log record has
+        // two or more URLs, and Foundation's `range(of:)` and Character iteration were most of a record's cost).
         var result = text
         if let schemeEnd = Redactor.schemeSeparator(in: Substring(result))?.upperBound {
             let rest = result.utf8[schemeEnd...]

@@ -185,8 +185,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         proxy.logger.debug("connection error: \(error)")
         // Closed on the loop's next turn, not from inside the error: an HTTP/2 stream whose first HEADERS NIO's codec
         // refused (no `:authority`) is not open yet, and closing it now tells NIO's connection manager "closed" for
-        // a stream it never heard "created" of (an assertion in a debug build).
-        context.eventLoop.assumeIsolated().execute { context.close(promise: nil) }
+        // a stream it never heard "created" of (an assertion in a debug build). The channel, not this context: the
+        // handler may be out of the pipeline by then.
+        let channel = context.channel
+        context.eventLoop.assumeIsolated().execute { channel.close(promise: nil) }
     }
 
     // MARK: outbound: reads are forwarded only while the upstream keeps up with the request body
