@@ -329,10 +329,16 @@ private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHan
     }
 }
 
-/// Waits for `future`, closing `channel` (which fails what is pending) when `timeout` passes first.
+/// Waits for `future`, closing `channel` and failing the wait when `timeout` passes first (a channel already
+/// closed when the deadline comes would otherwise leave the wait unbounded).
 func withTimeout<T: Sendable>(_ channel: any Channel, _ future: EventLoopFuture<T>,
                               _ timeout: TimeAmount = .seconds(20)) async throws -> T {
-    let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+    let bounded = channel.eventLoop.makePromise(of: T.self)
+    future.cascade(to: bounded)
+    let deadline = channel.eventLoop.scheduleTask(in: timeout) {
+        channel.close(promise: nil)
+        bounded.fail(TestSupportError("no answer within \(timeout)"))
+    }
     defer { deadline.cancel() }
-    return try await future.get()
+    return try await bounded.futureResult.get()
 }

@@ -163,6 +163,25 @@ struct HTTP2ClientTests {
         }
     }
 
+    /// hookproxy's error answer to a HEAD carried its message as a body; NIO's HTTP/2 codec refuses that
+    /// (`ContentLengthViolated`), and the error reached the connection, which closed with every stream on it.
+    @Test("a HEAD answered 504 over h2 ends its stream without a body; the connection carries on")
+    func headAnsweredWithAnError() async throws {
+        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
+            try await withInterceptingProxy({ $0.upstream.idleTimeoutMs = 1000 }) { proxy, _ in
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
+                defer { Task { await client.close() } }
+                let head = try await client.send("HEAD", "/hang")
+                #expect(head.status == 504, "\(head)")
+                #expect(head.body.isEmpty && head.reset == nil && head.failure == nil, "\(head)")
+                let next = try await client.send("GET", "/head-test")
+                #expect(next.status == 200, "\(next)")
+                #expect(client.channel.isActive)
+            }
+        }
+    }
+
     /// The idle watcher counted streams from pipeline events that NIO's inline multiplexer never sends, so it saw
     /// none open and cut any response still streaming after the client had been silent for the idle timeout (a
     /// review helper saw a download end at 20 of 50 KB). It now counts what NIO tells its stream delegate.

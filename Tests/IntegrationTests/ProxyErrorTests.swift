@@ -32,6 +32,27 @@ struct ProxyErrorTests {
         }
     }
 
+    /// A HEAD response has no body (RFC 9110 §9.3.2), hookproxy's own error answer included. Over HTTP/1.1 NIO's
+    /// encoder dropped the message and the log counted it as sent; over HTTP/2 it cost the whole connection (see
+    /// HTTP2ClientTests.headAnsweredWithAnError).
+    @Test("a HEAD answered 502 carries no body, and the connection serves the next request")
+    func headAnsweredWithAnError() async throws {
+        let port = try await refusedPort()
+        try await withProxyAndOrigin { proxy, origin in
+            try await withRawClient(proxy) { client in
+                try await client.send(rawRequest("HEAD http://127.0.0.1:\(port)/x HTTP/1.1", ["Host: 127.0.0.1:\(port)"]))
+                let refused = try await client.readResponse(method: "HEAD")
+                #expect(refused.status == 502)
+                try await client.send(rawRequest("GET \(origin.baseURL)/bytes/10 HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"]))
+                let next = try await client.readResponse()
+                #expect(next.status == 200)
+                #expect(next.body == pattern(count: 10))
+            }
+            let records = await proxy.recorder.waitFor(count: 2)
+            #expect(records.first?.responseBodySize == 0, "the log counts no body for the HEAD")
+        }
+    }
+
     @Test("a DNS failure answers 502 naming the host")
     func dnsFailure() async throws {
         try await withProxyAndOrigin { proxy, origin in

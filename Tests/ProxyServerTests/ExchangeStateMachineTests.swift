@@ -373,4 +373,15 @@ import Testing
         #expect(!(m.headWillBeWritten(&head, hasBody: false) as Bool))
         #expect(!(m.bodyWillBeWritten(0) as Bool))
     }
+
+    /// A HEAD's (or 204's, 304's) head is the whole response: no body follows it, an error message included.
+    @Test func noBodyAfterAHeadWithoutOne() {
+        var m = Self.machine()
+        _ = m.start()
+        var head = Self.head(502, [("Content-Length", "40")])
+        #expect((m.headWillBeWritten(&head, hasBody: false) as Bool))
+        #expect(!(m.bodyWillBeWritten(40) as Bool))
+        #expect(m.bodyBytesWritten == 0)
+        #expect(m.responseBodyDelivered, "the head alone is the response")
+    }
 }

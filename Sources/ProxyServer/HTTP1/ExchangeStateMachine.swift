@@ -131,6 +131,9 @@ struct ExchangeStateMachine {
     private(set) var headWritten = false
     private(set) var bodyBytesWritten = 0
     private var contentLength: Int?
+    /// False once a head is out whose response has no body (a HEAD request's, 1xx, 204, 304): no body byte may
+    /// follow it, not even an error message's, or an HTTP/1.1 client reads it as the next response.
+    private var responseHasBody = true
     private var recorded = false
 
     init(_ configuration: Configuration, follower: RedirectFollower?) {
@@ -161,7 +164,10 @@ struct ExchangeStateMachine {
 
     /// Whether a Content-Length response body has been written whole (the client may then rightly close before
     /// curl reports the end).
-    var responseBodyDelivered: Bool { contentLength.map { bodyBytesWritten >= $0 } ?? false }
+    var responseBodyDelivered: Bool {
+        if headWritten && !responseHasBody { return true }
+        return contentLength.map { bodyBytesWritten >= $0 } ?? false
+    }
 
     // MARK: inputs from the client
 
@@ -370,6 +376,7 @@ struct ExchangeStateMachine {
     mutating func headWillBeWritten(_ head: inout ResponseHead, hasBody: Bool) -> Bool {
         guard clientTakesWrites, !headWritten else { return false }
         headWritten = true
+        responseHasBody = hasBody
         contentLength = head.headers["content-length"].flatMap(Int.init)
         if hasBody && contentLength == nil && configuration.clientIsHTTP10 {
             closeAfterResponse = true  // an HTTP/1.0 client: the body ends when the connection closes
@@ -384,7 +391,7 @@ struct ExchangeStateMachine {
 
     /// Called as the driver writes body bytes; false when they must not be written.
     mutating func bodyWillBeWritten(_ count: Int) -> Bool {
-        guard clientTakesWrites, headWritten, count > 0 else { return false }
+        guard clientTakesWrites, headWritten, responseHasBody, count > 0 else { return false }
         bodyBytesWritten += count
         return true
     }
