@@ -198,6 +198,28 @@ import Testing
         #expect(bad.standardError == "\(dir.path)/b.yaml:1:19: unknown key 'mach' in 'rule' — did you mean 'match'?\n")
     }
 
+    /// Nine lines naming each other ten times over: 10⁹ nodes once aliases are expanded.
+    static let aliasBomb = "x:\n  a: &a [x,x,x,x,x,x,x,x,x,x]\n" + zip("abcdefgh", "bcdefghi").map { inner, name in
+        "  \(name): &\(name) [" + Array(repeating: "*\(inner)", count: 10).joined(separator: ",") + "]\n"
+    }.joined()
+
+    /// Yams hashes mapping keys to find duplicates; an alias bomb as a key kept `hookproxy check` (and a hot
+    /// reload) at 100 % CPU for minutes (found by a review helper).
+    @Test(.timeLimit(.minutes(1)), arguments: ["rules:\n  - name: r\n    match:\n      ? *i\n      : 1\n",
+                      "y:\n  ? *i\n  : 1\n  ? *i\n  : 2\nrules: []\n",
+                      "y: {[*i]: 1}\nrules: []\n"])
+    func aliasBombAsAKey(_ tail: String) {
+        let errors = errorsOf(Self.aliasBomb + tail)
+        #expect(errors.count == 1, "\(errors)")
+        #expect(errors.first?.contains("mapping keys expand through aliases to more than 4000000 nodes (an alias bomb?)") == true,
+                "\(errors)")
+    }
+
+    @Test func aliasBombAsAValue() {
+        let errors = errorsOf(Self.aliasBomb + "rules:\n  - name: r\n    response: {body: {json: {set: {a: *i}}}}\n")
+        #expect(errors.contains { $0.contains("value too large (alias expansion?)") }, "\(errors)")
+    }
+
     @Test func neverCrashesOnOddInput() {
         let inputs = ["rules", "- a\n- b\n", "rules: [1, 2]", "rules: [{name: [1]}]", "rules: [{name: a, match: {query: [1]}}]",
                       "&a [*a]", "rules: !!binary AAAA", "rules:\n  - name: a\n    response: {body: {json: {set: {\"a..b\": 1}}}}",

@@ -10,6 +10,9 @@ import Yams
 public enum RuleLoader {
     /// Rule files larger than this are refused (they are written by hand; this is a guard against mistakes).
     public static let maxFileBytes = 4 << 20
+    /// Bound on the nodes of all mapping keys with aliases expanded, which Yams hashes while composing. A file
+    /// within `maxFileBytes` reaches it only through aliases.
+    static let maxKeyNodes = 4_000_000
 
     /// Loads every rule file under `paths`.
     /// - Throws: `RuleLoadFailure` holding every error (as `file:line:col: message`) of every file.
@@ -130,6 +133,12 @@ public enum RuleLoader {
             let offset = bytes.firstIndex(of: 0) ?? 0
             let (line, column) = position(ofByte: offset, in: bytes)
             ctx.error(line: line, column: column, "file holds a NUL byte; rule files are text")
+            return nil
+        }
+        if let oversized = KeyExpansion.firstOversized(in: text, limit: maxKeyNodes) {
+            ctx.error(line: oversized.line, column: oversized.column,
+                      "mapping keys expand through aliases to more than \(maxKeyNodes) nodes (an alias bomb?); "
+                      + "a rule file's keys are words")
             return nil
         }
         let root: Node?
