@@ -139,6 +139,14 @@ final class H2TunnelClient: @unchecked Sendable {
         return try await collector.response(timeout: timeout)
     }
 
+    /// Writes `bytes` below the HTTP/2 handler, as frames the client's own NIO would refuse to send.
+    func sendRawBytes(_ bytes: [UInt8]) async throws {
+        let context = try await channel.pipeline.context(handlerType: NIOHTTP2Handler.self).get()
+        try await channel.eventLoop.submit {
+            context.writeAndFlush(NIOAny(ByteBuffer(bytes: bytes)), promise: nil)
+        }.get()
+    }
+
     func close() async {
         try? await channel.close()
     }
@@ -302,6 +310,8 @@ private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHan
                 // A connection window well above a stream's: a stream the test leaves unread must not use it up.
                 var connection = NIOHTTP2Handler.ConnectionConfiguration()
                 connection.targetWindowSize = 16 << 20
+                // A test client may break a stream's framing on purpose (DATA past its content-length).
+                connection.contentLengthValidation = .disabled
                 multiplexer = try context.pipeline.syncOperations.configureHTTP2Pipeline(
                     mode: .client, connectionConfiguration: connection, streamConfiguration: .init()
                 ) { stream in stream.eventLoop.makeSucceededVoidFuture() }

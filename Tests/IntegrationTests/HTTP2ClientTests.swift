@@ -182,6 +182,46 @@ struct HTTP2ClientTests {
         }
     }
 
+    /// NIO resets a stream whose DATA overruns its `content-length` and hands the error to the connection's
+    /// pipeline too, where the idle watcher closed the connection and every other stream on it.
+    @Test("a stream that breaks its own framing is reset; the connection's other streams carry on")
+    func oneStreamsErrorEndsThatStreamOnly() async throws {
+        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
+            try await withInterceptingProxy { proxy, _ in
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
+                defer { Task { await client.close() } }
+                let drip = try await client.open("GET", "/drip?chunks=6&interval_ms=200&size=16")
+                try await drip.head()
+                let bad = try await client.send("POST", "/echo", headers: [("content-length", "5")],
+                                                body: Array("ten bytes!".utf8))
+                #expect(bad.reset == .protocolError, "\(bad)")
+                let dripped = try await drip.response()
+                #expect(dripped.status == 200 && dripped.body.count == 6 * 16, "\(dripped)")
+                let next = try await client.send("GET", "/head-test")
+                #expect(next.status == 200, "\(next)")
+                #expect(client.channel.isActive)
+            }
+        }
+    }
+
+    /// The other side of the test above: an error of the connection itself still ends the connection.
+    @Test("a connection error (DATA on stream 0) gets GOAWAY and the connection closed")
+    func connectionErrorClosesTheConnection() async throws {
+        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
+            try await withInterceptingProxy { proxy, _ in
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
+                defer { Task { await client.close() } }
+                #expect(try await client.send("GET", "/head-test").status == 200)
+                try await client.sendRawBytes([0, 0, 1, 0, 0, 0, 0, 0, 0, 0x78])  // DATA, 1 byte, stream 0
+                let code = try await withTimeout(client.channel, client.goAway, .seconds(10))
+                #expect(code == .protocolError)
+                try await withTimeout(client.channel, client.channel.closeFuture, .seconds(10))
+            }
+        }
+    }
+
     /// The idle watcher counted streams from pipeline events that NIO's inline multiplexer never sends, so it saw
     /// none open and cut any response still streaming after the client had been silent for the idle timeout (a
     /// review helper saw a download end at 20 of 50 KB). It now counts what NIO tells its stream delegate.

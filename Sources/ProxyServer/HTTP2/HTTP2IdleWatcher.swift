@@ -27,6 +27,14 @@ final class HTTP2IdleWatcher: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // NIO resets a stream that breaks its framing, then hands the stream's error to the connection's pipeline
+        // with no mark of whose it is: an error that comes as NIO closes a stream is that stream's alone, and the
+        // connection's other streams carry on. (A connection error NIO answers with GOAWAY; should it also close
+        // the streams, the connection is left to the idle timeout.)
+        if error is NIOHTTP2Errors.StreamError || streams.closedThisTurn {
+            proxy.logger.debug("HTTP/2 stream error: \(error)")
+            return
+        }
         proxy.logger.debug("HTTP/2 connection error: \(error)")
         context.close(promise: nil)
     }
@@ -51,8 +59,15 @@ final class OpenStreams: NIOHTTP2StreamDelegate, @unchecked Sendable {
         next.streamCreated(id, channel: channel)
     }
 
+    /// Whether a stream closed in the event loop's current turn.
+    private(set) var closedThisTurn = false
+
     func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
         count = max(0, count - 1)
+        if !closedThisTurn {
+            closedThisTurn = true
+            channel.eventLoop.assumeIsolated().execute { self.closedThisTurn = false }
+        }
         next.streamClosed(id, channel: channel)
     }
 }
