@@ -15,6 +15,20 @@ import Testing
 struct HTTP2ClientTests {
     static let ca = TestCA.shared
 
+    /// An HTTP/2 client (`H2TunnelClient`) through an intercepting proxy, configured by `configure`, to the TLS
+    /// origin; the client is closed after `body`.
+    private func withH2Client(_ configure: (inout ProxyConfiguration) -> Void = { _ in },
+                              _ body: (H2TunnelClient, TestOrigin, ProxyHarness) async throws -> Void) async throws {
+        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
+            try await withInterceptingProxy(configure) { proxy, _ in
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
+                defer { Task { await client.close() } }
+                try await body(client, origin, proxy)
+            }
+        }
+    }
+
     @Test("a Swift HTTP/2 client offering h2 and http/1.1 gets h2; GET and POST are exchanges with the origin's bytes")
     func swiftClient() async throws {
         try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
@@ -119,28 +133,23 @@ struct HTTP2ClientTests {
 
     @Test("a client's RST_STREAM cancels that exchange and its upstream transfer; the other streams carry on")
     func resetOneStream() async throws {
-        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
-            try await withInterceptingProxy { proxy, _ in
-                let client = try await H2TunnelClient.connect(
-                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
-                defer { Task { await client.close() } }
-                let hanging = try await client.open("GET", "/hang")
-                #expect(await eventually(timeout: .seconds(10)) { origin.requests.contains { $0.target == "/hang" } })
-                hanging.reset()
-                let hung = try await hanging.response()
-                #expect(hung.status == 0)
-                // The upstream transfer stops: curl drops the origin connection it was waiting on.
-                #expect(await eventually(timeout: .seconds(10)) {
-                    origin.connections.count == 1 && origin.connections.allSatisfy(\.closed)
-                }, "\(origin.connections)")
-                let other = try await client.send("GET", "/head-test")
-                #expect(other.status == 200)
-                #expect(other.text == "head-test body\n")
-                let records = await Hooks.records(proxy, count: 2)
-                let cancelled = try #require(records.first { $0.url.hasSuffix("/hang") })
-                #expect(cancelled.error != nil, "the cancelled exchange is logged as failed")
-                #expect(client.channel.isActive, "one stream's reset leaves the connection open")
-            }
+        try await withH2Client { client, origin, proxy in
+            let hanging = try await client.open("GET", "/hang")
+            #expect(await eventually(timeout: .seconds(10)) { origin.requests.contains { $0.target == "/hang" } })
+            hanging.reset()
+            let hung = try await hanging.response()
+            #expect(hung.status == 0)
+            // The upstream transfer stops: curl drops the origin connection it was waiting on.
+            #expect(await eventually(timeout: .seconds(10)) {
+                origin.connections.count == 1 && origin.connections.allSatisfy(\.closed)
+            }, "\(origin.connections)")
+            let other = try await client.send("GET", "/head-test")
+            #expect(other.status == 200)
+            #expect(other.text == "head-test body\n")
+            let records = await Hooks.records(proxy, count: 2)
+            let cancelled = try #require(records.first { $0.url.hasSuffix("/hang") })
+            #expect(cancelled.error != nil, "the cancelled exchange is logged as failed")
+            #expect(client.channel.isActive, "one stream's reset leaves the connection open")
         }
     }
 
@@ -149,17 +158,12 @@ struct HTTP2ClientTests {
     /// stopped a debug build (found by a review helper hunting crashes on peer input).
     @Test("a stream without :authority is closed; the connection's other streams carry on")
     func streamWithoutAuthority() async throws {
-        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
-            try await withInterceptingProxy { proxy, _ in
-                let client = try await H2TunnelClient.connect(
-                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
-                defer { Task { await client.close() } }
-                let bad = try await client.openRaw([(":method", "GET"), (":scheme", "https"), (":path", "/head-test")])
-                _ = try? await bad.response(timeout: .seconds(5))
-                let good = try await client.send("GET", "/head-test")
-                #expect(good.status == 200)
-                #expect(origin.requests.count == 1, "the stream without :authority reached no server")
-            }
+        try await withH2Client { client, origin, _ in
+            let bad = try await client.openRaw([(":method", "GET"), (":scheme", "https"), (":path", "/head-test")])
+            _ = try? await bad.response(timeout: .seconds(5))
+            let good = try await client.send("GET", "/head-test")
+            #expect(good.status == 200)
+            #expect(origin.requests.count == 1, "the stream without :authority reached no server")
         }
     }
 
@@ -167,18 +171,13 @@ struct HTTP2ClientTests {
     /// (`ContentLengthViolated`), and the error reached the connection, which closed with every stream on it.
     @Test("a HEAD answered 504 over h2 ends its stream without a body; the connection carries on")
     func headAnsweredWithAnError() async throws {
-        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
-            try await withInterceptingProxy({ $0.upstream.idleTimeoutMs = 1000 }) { proxy, _ in
-                let client = try await H2TunnelClient.connect(
-                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
-                defer { Task { await client.close() } }
-                let head = try await client.send("HEAD", "/hang")
-                #expect(head.status == 504, "\(head)")
-                #expect(head.body.isEmpty && head.reset == nil && head.failure == nil, "\(head)")
-                let next = try await client.send("GET", "/head-test")
-                #expect(next.status == 200, "\(next)")
-                #expect(client.channel.isActive)
-            }
+        try await withH2Client({ $0.upstream.idleTimeoutMs = 1000 }) { client, _, _ in
+            let head = try await client.send("HEAD", "/hang")
+            #expect(head.status == 504, "\(head)")
+            #expect(head.body.isEmpty && head.reset == nil && head.failure == nil, "\(head)")
+            let next = try await client.send("GET", "/head-test")
+            #expect(next.status == 200, "\(next)")
+            #expect(client.channel.isActive)
         }
     }
 
@@ -186,39 +185,29 @@ struct HTTP2ClientTests {
     /// pipeline too, where the idle watcher closed the connection and every other stream on it.
     @Test("a stream that breaks its own framing is reset; the connection's other streams carry on")
     func oneStreamsErrorEndsThatStreamOnly() async throws {
-        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
-            try await withInterceptingProxy { proxy, _ in
-                let client = try await H2TunnelClient.connect(
-                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
-                defer { Task { await client.close() } }
-                let drip = try await client.open("GET", "/drip?chunks=6&interval_ms=200&size=16")
-                try await drip.head()
-                let bad = try await client.send("POST", "/echo", headers: [("content-length", "5")],
-                                                body: Array("ten bytes!".utf8))
-                #expect(bad.reset == .protocolError, "\(bad)")
-                let dripped = try await drip.response()
-                #expect(dripped.status == 200 && dripped.body.count == 6 * 16, "\(dripped)")
-                let next = try await client.send("GET", "/head-test")
-                #expect(next.status == 200, "\(next)")
-                #expect(client.channel.isActive)
-            }
+        try await withH2Client { client, _, _ in
+            let drip = try await client.open("GET", "/drip?chunks=6&interval_ms=200&size=16")
+            try await drip.head()
+            let bad = try await client.send("POST", "/echo", headers: [("content-length", "5")],
+                                            body: Array("ten bytes!".utf8))
+            #expect(bad.reset == .protocolError, "\(bad)")
+            let dripped = try await drip.response()
+            #expect(dripped.status == 200 && dripped.body.count == 6 * 16, "\(dripped)")
+            let next = try await client.send("GET", "/head-test")
+            #expect(next.status == 200, "\(next)")
+            #expect(client.channel.isActive)
         }
     }
 
     /// The other side of the test above: an error of the connection itself still ends the connection.
     @Test("a connection error (DATA on stream 0) gets GOAWAY and the connection closed")
     func connectionErrorClosesTheConnection() async throws {
-        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
-            try await withInterceptingProxy { proxy, _ in
-                let client = try await H2TunnelClient.connect(
-                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
-                defer { Task { await client.close() } }
-                #expect(try await client.send("GET", "/head-test").status == 200)
-                try await client.sendRawBytes([0, 0, 1, 0, 0, 0, 0, 0, 0, 0x78])  // DATA, 1 byte, stream 0
-                let code = try await withTimeout(client.channel, client.goAway, .seconds(10))
-                #expect(code == .protocolError)
-                try await withTimeout(client.channel, client.channel.closeFuture, .seconds(10))
-            }
+        try await withH2Client { client, _, _ in
+            #expect(try await client.send("GET", "/head-test").status == 200)
+            try await client.sendRawBytes([0, 0, 1, 0, 0, 0, 0, 0, 0, 0x78])  // DATA, 1 byte, stream 0
+            let code = try await withTimeout(client.channel, client.goAway, .seconds(10))
+            #expect(code == .protocolError)
+            try await withTimeout(client.channel, client.channel.closeFuture, .seconds(10))
         }
     }
 
@@ -227,16 +216,11 @@ struct HTTP2ClientTests {
     /// review helper saw a download end at 20 of 50 KB). It now counts what NIO tells its stream delegate.
     @Test("a response streaming longer than the idle timeout is not cut while the client waits silently")
     func longResponseOutlivesTheIdleTimeout() async throws {
-        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
-            try await withInterceptingProxy({ $0.limits.clientIdleTimeoutMs = 600 }) { proxy, _ in
-                let client = try await H2TunnelClient.connect(
-                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
-                defer { Task { await client.close() } }
-                let drip = try await client.send("GET", "/drip?chunks=8&interval_ms=300&size=16")
-                #expect(drip.status == 200)
-                #expect(drip.body.count == 8 * 16, "the whole body, over ~2.1 s of a 0.6 s idle timeout")
-                #expect(client.channel.isActive, "the connection stays open while it is in use")
-            }
+        try await withH2Client({ $0.limits.clientIdleTimeoutMs = 600 }) { client, _, _ in
+            let drip = try await client.send("GET", "/drip?chunks=8&interval_ms=300&size=16")
+            #expect(drip.status == 200)
+            #expect(drip.body.count == 8 * 16, "the whole body, over ~2.1 s of a 0.6 s idle timeout")
+            #expect(client.channel.isActive, "the connection stays open while it is in use")
         }
     }
 
