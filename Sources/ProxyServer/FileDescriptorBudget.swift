@@ -17,11 +17,18 @@ struct FileDescriptorBudget: Equatable {
     var maxCachedConnections: Int
     /// Set when something was lowered: what, why, and what to do.
     var warning: String?
+    /// Set when `limit` is below the reserve: hookproxy cannot run at all (its event loops, the upstream engine and
+    /// a listener need those descriptors before the first client), and says so rather than fail on the way.
+    var refusal: String?
 
     /// Fits the configured numbers into `limit` descriptors.
     static func plan(limit: Int, maxConnections: Int, maxCachedConnections: Int) -> FileDescriptorBudget {
         var budget = FileDescriptorBudget(limit: limit, maxConnections: maxConnections,
                                           maxCachedConnections: maxCachedConnections, warning: nil)
+        if limit < reserve {
+            budget.refusal = "hookproxy: only \(limit) file descriptors are allowed (ulimit -n); hookproxy needs at least \(reserve): raise the limit"
+            return budget
+        }
         let forConnections = 2 * maxConnections + reserve
         if forConnections + maxCachedConnections <= limit { return budget }
         budget.maxCachedConnections = max(minimumCache, min(maxCachedConnections, limit - forConnections))

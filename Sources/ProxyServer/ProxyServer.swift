@@ -24,6 +24,7 @@ public final class ProxyServer: Sendable {
         let budget = FileDescriptorBudget.plan(limit: FileDescriptorBudget.raiseLimit(),
                                                maxConnections: configuration.limits.maxConnections,
                                                maxCachedConnections: configuration.upstream.maxCachedConnections)
+        if let refusal = budget.refusal { throw ProxyStartError(refusal) }
         configuration.limits.maxConnections = budget.maxConnections
         configuration.upstream.maxCachedConnections = budget.maxCachedConnections
         if let warning = budget.warning { configuration.logger.warning("\(warning)") }
@@ -44,6 +45,9 @@ public final class ProxyServer: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.eventLoops))
         let channel: any Channel
         do {
+            // Each loop's upstream engine is made now: made at a loop's first request, it could meet a process
+            // out of descriptors.
+            try context.engine.prepare(Array(group.makeIterator()))
             channel = try await makeBootstrap(group: group)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -55,6 +59,7 @@ public final class ProxyServer: Sendable {
             await context.engine.shutdown()
             try? await context.shutdownPools()
             try? await group.shutdownGracefully()
+            if let error = error as? ProxyError { throw ProxyStartError(error.message) }
             throw ProxyStartError("hookproxy: cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
         let port = channel.localAddress?.port ?? configuration.port

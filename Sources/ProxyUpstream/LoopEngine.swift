@@ -19,7 +19,7 @@ final class LoopEngine: @unchecked Sendable {
     let loop: any EventLoop
     private let multi: UnsafeMutableRawPointer
     private let watcher: SocketWatcher
-    private let socketSet = LoopSocketSet()
+    private let socketSet: LoopSocketSet
     private let statistics: UpstreamStatisticsCounter
     private var index: UInt32 = 0
 
@@ -44,11 +44,15 @@ final class LoopEngine: @unchecked Sendable {
     private var stopped = false
     private var multiFreed = false
 
-    init(loop: any EventLoop, settings: UpstreamSettings, watcher: SocketWatcher, statistics: UpstreamStatisticsCounter) {
+    /// Nil when the process is out of file descriptors (or memory): the socket set needs an epoll descriptor, and
+    /// curl's multi handle a socket pair to wake itself.
+    init?(loop: any EventLoop, settings: UpstreamSettings, watcher: SocketWatcher, statistics: UpstreamStatisticsCounter) {
         self.loop = loop
         self.watcher = watcher
         self.statistics = statistics
-        guard let multi = curl_multi_init() else { fatalError("curl_multi_init returned NULL: out of memory") }
+        guard let socketSet = LoopSocketSet() else { return nil }
+        guard let multi = curl_multi_init() else { return nil }
+        self.socketSet = socketSet
         self.multi = multi
         _ = hp_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, settings.maxCachedConnections)
         // HTTP/2 upstreams: streams share one connection per origin (and trust policy, see CurlTransfer+Trust).

@@ -20,9 +20,10 @@ final class LoopSocketSet {
     private var events = [UInt32](repeating: 0, count: LoopSocketSet.capacity)
     private var sockets = [UInt64](repeating: 0, count: LoopSocketSet.capacity)
 
-    init() {
+    /// Nil when the kernel gives no epoll descriptor (the process is out of file descriptors).
+    init?() {
         descriptor = hp_epoll_create()
-        precondition(descriptor >= 0, "hookproxy: cannot create an upstream socket set (out of file descriptors)")
+        if descriptor < 0 { return nil }
     }
 
     deinit {

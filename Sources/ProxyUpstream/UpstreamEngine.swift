@@ -31,7 +31,9 @@ public final class UpstreamEngine: Sendable {
     public func start(_ request: UpstreamRequest, delegate: any UpstreamTransferDelegate,
                       on loop: any EventLoop) -> UpstreamTransfer {
         let id = nextTransferID.wrappingAdd(1, ordering: .relaxed).oldValue
-        let engine = loopEngine(for: loop)
+        guard let engine = loopEngine(for: loop) else {
+            return Self.refuse(request, id: id, on: loop) { delegate.didComplete(UpstreamOutcome(error: $0)) }
+        }
         let transfer = CurlTransfer(id: id, request: request, delegate: delegate)
         engine.perform { $0.add(transfer) }
         return UpstreamTransfer(id: id, engine: engine)
@@ -46,8 +48,11 @@ public final class UpstreamEngine: Sendable {
         request.connectOnly = true
         request.body = .none
         let id = nextTransferID.wrappingAdd(1, ordering: .relaxed).oldValue
-        let engine = loopEngine(for: loop)
-        let transfer = CurlTransfer(id: id, request: request, delegate: ConnectOnlyDelegate(delegate))
+        let failure = ConnectOnlyDelegate(delegate)
+        guard let engine = loopEngine(for: loop) else {
+            return Self.refuse(request, id: id, on: loop) { failure.didComplete(UpstreamOutcome(error: $0)) }
+        }
+        let transfer = CurlTransfer(id: id, request: request, delegate: failure)
         transfer.connectionDelegate = delegate
         engine.perform { $0.add(transfer) }
         return UpstreamTransfer(id: id, engine: engine)
@@ -77,14 +82,39 @@ public final class UpstreamEngine: Sendable {
         await watcher.shutdown()
     }
 
-    private func loopEngine(for loop: any EventLoop) -> LoopEngine {
+    /// Sets up each loop's multi handle now, while descriptors are free, rather than at the loop's first request.
+    /// Throws when one cannot be set up (the process is out of file descriptors).
+    public func prepare(_ loops: [any EventLoop]) throws(ProxyError) {
+        for loop in loops where loopEngine(for: loop) == nil {
+            throw ProxyError(.upstreamFailed, "hookproxy: cannot set up the upstream engine: out of file descriptors (ulimit -n)")
+        }
+    }
+
+    /// The loop's engine, made on first use; nil while it cannot be made (no descriptor for its socket set). A
+    /// later call tries again.
+    private func loopEngine(for loop: any EventLoop) -> LoopEngine? {
         loops.withLock { loops in
             if let engine = loops[ObjectIdentifier(loop)] { return engine }
-            let engine = LoopEngine(loop: loop, settings: settings, watcher: watcher, statistics: counter)
+            guard let engine = LoopEngine(loop: loop, settings: settings, watcher: watcher, statistics: counter) else {
+                return nil
+            }
             loops[ObjectIdentifier(loop)] = engine
             if !isRunning.load(ordering: .acquiring) { engine.perform { $0.stop() } }
             return engine
         }
+    }
+
+    /// A request that cannot start: `fail` hears why on `loop` (at once when called there, as a curl failure
+    /// would), and the returned handle reaches nothing.
+    private static func refuse(_ request: UpstreamRequest, id: UInt64, on loop: any EventLoop,
+                               _ fail: @escaping @Sendable (ProxyError) -> Void) -> UpstreamTransfer {
+        let error = outOfDescriptors(request.head.url.authority)
+        if loop.inEventLoop { fail(error) } else { loop.execute { fail(error) } }
+        return UpstreamTransfer(id: id, engine: nil)
+    }
+
+    static func outOfDescriptors(_ host: String) -> ProxyError {
+        ProxyError(.upstreamFailed, "hookproxy: cannot reach \(host): out of file descriptors (see ulimit -n and --max-connections)")
     }
 
     static func shuttingDown(_ host: String) -> ProxyError {

@@ -2,9 +2,10 @@
 /// its loop's engine, so a late `resume` or `cancel` (after the transfer ended) reaches nothing.
 public final class UpstreamTransfer: Sendable {
     let id: UInt64
-    private let engine: LoopEngine
+    /// Nil for a request that could not start (its failure is already reported).
+    private let engine: LoopEngine?
 
-    init(id: UInt64, engine: LoopEngine) {
+    init(id: UInt64, engine: LoopEngine?) {
         self.id = id
         self.engine = engine
     }
@@ -13,13 +14,13 @@ public final class UpstreamTransfer: Sendable {
     /// a curl callback) it takes effect before returning.
     public func resume() {
         let id = self.id
-        engine.perform { $0.resume(id) }
+        engine?.perform { $0.resume(id) }
     }
 
     /// Stops the transfer; `didComplete` is not called. Any thread; on the transfer's loop (outside a curl
     /// callback) it takes effect before returning.
     public func cancel() {
         let id = self.id
-        engine.perform { $0.cancel(id) }
+        engine?.perform { $0.cancel(id) }
     }
 }

@@ -502,6 +502,67 @@ struct HardeningLoopTests {
             #expect(child.process.isRunning)
         }
     }
+
+    @Test("with fewer descriptors than it needs to start, hookproxy says so and exits 1", arguments: [10, 20])
+    func tooFewDescriptorsToStart(_ limit: Int) async throws {
+        let executable = try #require(HookproxyProcess.executable, "build hookproxy first (swift build)")
+        let directory = try TemporaryDirectory()
+        let run = try await Hooks.run("/usr/bin/prlimit", ["--nofile=\(limit):\(limit)", executable, "run",
+                                                           "--listen", "127.0.0.1:0", "--rules", directory.path],
+                                      timeout: .seconds(30), environment: ["SWIFT_BACKTRACE": "enable=no"])
+        #expect(run.exitCode == 1, "\(run.stderr.suffix(1500))")
+        #expect(run.stderr.contains("only \(limit) file descriptors are allowed (ulimit -n); hookproxy needs at least 64"),
+                "\(run.stderr.suffix(1500))")
+    }
+}
+
+extension HardeningLoopTests {
+    /// A hostile tester's crash: one intercepted HTTP/2 client's 100 streams, each on an upstream connection of its
+    /// own, used up the descriptors (the budget plans two per client connection), and the first request on the
+    /// other event loop then made that loop's upstream engine, with no descriptor left for its epoll set: a
+    /// precondition stopped the process (exit 132, in two runs of three). Each loop's engine is now made at start.
+    @Test("descriptors used up by one HTTP/2 client's streams: the proxy survives and serves once they are free")
+    func descriptorsUsedUpByStreams() async throws {
+        guard let executable = HookproxyProcess.executable else { return }
+        try await withOrigin { origin in
+            let directory = try TemporaryDirectory()
+            _ = try directory.write("""
+                rules:
+                  - name: fan-out
+                    match: { host: fan.test }
+                    intercept: true
+                    map_remote: { to: "\(origin.baseURL)/slow-head?ms=5000" }
+
+                """, to: "rules/r.yaml")
+            let caDirectory = directory.path + "/ca"
+            let ca = try await Hooks.run(executable, ["ca", "path", "--ca-dir", caDirectory])
+            let caFile = try #require(ca.stdout.split(separator: "\n").first.map(String.init), "\(ca.stderr)")
+            let child = try HookproxyProcess(arguments: ["run", "--listen", "127.0.0.1:0", "--quiet",
+                                                         "--rules", directory.path + "/rules", "--ca-dir", caDirectory],
+                                             directory: directory)
+            child.process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            child.process.arguments = ["--nofile=100:100", executable] + (child.process.arguments ?? [])
+            let started = try await child.start()
+            defer { child.killNow() }
+            try #require(started, "\(child.stderr)")
+            let proxy = child.proxyURL
+            let streams = (1...100).map { "https://fan.test/stream/\($0)" }
+            let fanOut = Task {
+                try await CurlCLI.run(["-s", "-x", proxy, "--cacert", caFile, "--http2", "-Z", "--parallel-max", "100",
+                                       "--max-time", "30", "-o", "/dev/null"] + streams, timeout: .seconds(40))
+            }
+            try await Task.sleep(for: .milliseconds(1500))
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<30 { group.addTask { _ = try? await child.curl("\(origin.baseURL)/slow-head?ms=5000") } }
+            }
+            _ = try? await fanOut.value
+            #expect(child.process.isRunning, "the proxy stopped: \(child.stderr.suffix(2000))")
+            let served = await eventually(timeout: .seconds(15)) {
+                (try? await child.curl("\(origin.baseURL)/bytes/10"))?.status == 200
+            }
+            #expect(served)
+        }
+    }
 }
 
 /// Issue 11, item 13: a stuck upstream proxy holds only the threads of its own pool.

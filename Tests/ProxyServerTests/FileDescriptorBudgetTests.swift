@@ -24,6 +24,15 @@ import ProxyModel
         #expect(2 * budget.maxConnections + 64 + budget.maxCachedConnections <= 1024)
         #expect(budget.warning?.contains("--max-connections lowered from 1024 to 472; raise the limit to at least 2624") == true,
                 "\(budget.warning ?? "")")
+        #expect(budget.refusal == nil)
+    }
+
+    /// Below the reserve, start-up failed on the way (a precondition in the upstream socket watcher, an assertion
+    /// in NIO's selector) instead of saying why.
+    @Test func belowTheReserveItRefusesToStart() {
+        let budget = FileDescriptorBudget.plan(limit: 20, maxConnections: 1024, maxCachedConnections: 512)
+        #expect(budget.refusal == "hookproxy: only 20 file descriptors are allowed (ulimit -n); hookproxy needs at least 64: raise the limit")
+        #expect(FileDescriptorBudget.plan(limit: 64, maxConnections: 1024, maxCachedConnections: 512).refusal == nil)
     }
 }
 
