@@ -109,6 +109,7 @@ static inline int hp_cselect_err(void) { return CURL_CSELECT_ERR; }
 static inline size_t hp_error_size(void) { return CURL_ERROR_SIZE; }
 static inline long hp_global_default(void) { return CURL_GLOBAL_DEFAULT; }
 static inline long hp_http_version_1_1(void) { return CURL_HTTP_VERSION_1_1; }
+static inline long hp_http_version_1_0(void) { return CURL_HTTP_VERSION_1_0; }
 static inline long hp_http_version_2tls(void) { return CURL_HTTP_VERSION_2TLS; }
 static inline long hp_pipe_multiplex(void) { return CURLPIPE_MULTIPLEX; }
 static inline long hp_auth_basic(void) { return (long)CURLAUTH_BASIC; }

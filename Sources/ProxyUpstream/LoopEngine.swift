@@ -1,5 +1,6 @@
 internal import CCurl
 internal import CEpoll
+import Glibc
 import NIOCore
 import ProxyModel
 
@@ -31,6 +32,8 @@ final class LoopEngine: @unchecked Sendable {
     private var sockets: [Int32: (events: UInt32, armed: Bool)] = [:]
     /// Connections curl made and handed over (connect-only transfers), by socket: their readiness is theirs.
     private var handedOver: [Int32: UpstreamConnection] = [:]
+    /// Idle HTTP/1 connections in curl's cache, watched for bytes no request asked for (see `idleConnectionSpoke`).
+    private var idleSockets: Set<Int32> = []
     /// True while the loop itself polls `socketSet` (a poll is queued as its next task); false while the watcher
     /// waits on the set for it.
     private var polling = false
@@ -138,6 +141,7 @@ final class LoopEngine: @unchecked Sendable {
         curl_multi_cleanup(multi)  // closes the cached connections (each one's socket callback forgets it)
         for socket in sockets.keys { socketSet.forget(socket) }
         sockets.removeAll()
+        idleSockets.removeAll()
         watcher.forget(socketSet)
     }
 
@@ -175,6 +179,7 @@ final class LoopEngine: @unchecked Sendable {
     }
 
     private func handle(_ socket: LoopSocketSet.Ready) {
+        if idleSockets.contains(socket.socket) { return idleConnectionSpoke(socket.socket) }
         if let connection = handedOver[socket.socket] {
             let readable = socket.events & (hp_epollin() | hp_epollhup() | hp_epollrdhup() | hp_epollerr()) != 0
             connection.ready(events: socket.events, readable: readable, writable: socket.events & hp_epollout() != 0)
@@ -200,14 +205,15 @@ final class LoopEngine: @unchecked Sendable {
 
     /// CURLMOPT_SOCKETFUNCTION: watch `socket` for what curl wants, or stop watching it.
     private func curlWatches(_ socket: Int32, what: Int32) {
+        let wasIdle = idleSockets.remove(socket) != nil  // curl takes an idle connection back
         if what == hp_poll_remove() {
-            if sockets.removeValue(forKey: socket) != nil { socketSet.forget(socket) }
+            if sockets.removeValue(forKey: socket) != nil || wasIdle { socketSet.forget(socket) }
             return
         }
         var events: UInt32 = hp_epollrdhup()
         if what & hp_poll_in() != 0 { events |= hp_epollin() }
         if what & hp_poll_out() != 0 { events |= hp_epollout() }
-        let isNew = sockets[socket] == nil
+        let isNew = sockets[socket] == nil && !wasIdle
         sockets[socket] = (events, true)
         socketSet.watch(socket, events: events, isNew: isNew)
     }
@@ -264,7 +270,9 @@ final class LoopEngine: @unchecked Sendable {
     /// Takes the transfer out of the multi handle; reports `outcome` unless it was cancelled.
     private func remove(_ transfer: CurlTransfer, outcome: UpstreamOutcome?) {
         guard active.removeValue(forKey: transfer.id) != nil, let easy = transfer.easy else { return }
+        let kept = outcome?.error == nil ? keptHTTP1Socket(easy) : nil
         runCurl { _ = curl_multi_remove_handle(multi, easy.handle) }
+        if let kept { watchIdle(kept) }
         transfer.easy = nil
         transfer.state = .finished
         if let outcome {
@@ -276,6 +284,41 @@ final class LoopEngine: @unchecked Sendable {
             transfer.delegate.didComplete(outcome)
         }
         recycle(easy)
+    }
+
+    // MARK: - idle connections
+
+    /// The socket of the HTTP/1 connection a finished transfer left in curl's cache, if it kept one. (An HTTP/2
+    /// connection is not idle between streams: the server's PING and SETTINGS frames are its own.)
+    private func keptHTTP1Socket(_ easy: CurlEasy) -> Int32? {
+        let version = easy.info(CURLINFO_HTTP_VERSION)
+        guard version == hp_http_version_1_1() || version == hp_http_version_1_0() else { return nil }
+        var socket: curl_socket_t = -1
+        guard hp_getinfo_socket(easy.handle, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket >= 0 else { return nil }
+        return socket
+    }
+
+    /// Watches an idle cached connection for readability until curl takes it back (`curlWatches`) or closes it.
+    private func watchIdle(_ socket: Int32) {
+        guard !stopped, sockets[socket] == nil, handedOver[socket] == nil else { return }  // still in use
+        idleSockets.insert(socket)
+        socketSet.watch(socket, events: hp_epollin() | hp_epollrdhup(), isNew: true)
+    }
+
+    /// An idle HTTP/1 connection became readable. A close is curl's to find. Bytes are a response no request asked
+    /// for (a body after a 204, 304 or HEAD answer, or garbage after a complete one): curl 7.88 takes a connection
+    /// with bytes waiting as alive and would read them as the next request's response, which may be another
+    /// client's. Shutting the socket makes curl find it closed and open another.
+    private func idleConnectionSpoke(_ socket: Int32) {
+        idleSockets.remove(socket)
+        var byte: UInt8 = 0
+        let peeked = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if peeked > 0 {
+            _ = shutdown(socket, Int32(SHUT_RDWR))
+        } else if peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            idleSockets.insert(socket)
+            socketSet.watch(socket, events: hp_epollin() | hp_epollrdhup(), isNew: false)
+        }
     }
 
     // MARK: - connections handed over (connect-only transfers)

@@ -16,6 +16,28 @@ struct AdversarialUpstreamTests {
         }
     }
 
+    /// A hostile tester's find: curl 7.88 takes a cached connection with bytes waiting as alive, so a response
+    /// sent after a 204 (a server's bug, or a hostile one) became the answer to the next request on it, which came
+    /// from another client, and every later answer on that connection was one off.
+    @Test("bytes an upstream sends on an idle keep-alive connection never answer the next client's request",
+          arguments: ["HTTP/1.1 204 No Content\r\n\r\n", "HTTP/1.1 304 Not Modified\r\n\r\n",
+                      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"])
+    func unsolicitedBytesOnAnIdleConnection(_ answer: String) async throws {
+        let forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nX-Forged: 1\r\n\r\nPOISON"
+        let script: [MisbehavingOrigin.Step] = [.text(answer), .pause(milliseconds: 50), .text(forged)]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                #expect(try await get(proxy, origin).header("X-Forged") == nil)
+                try await Task.sleep(for: .seconds(1))  // the forged response is out 50 ms after the answer
+                for _ in 0..<2 {
+                    let next = try await get(proxy, origin)
+                    #expect(next.header("X-Forged") == nil && next.bodyText != "POISON", "\(next.rawHead)\(next.bodyText)")
+                    try await Task.sleep(for: .milliseconds(300))
+                }
+            }
+        }
+    }
+
     @Test("an obs-folded header reaches the client unfolded, on one line")
     func obsFold() async throws {
         let script: [MisbehavingOrigin.Step] = [.text("HTTP/1.1 200 OK\r\nX-Folded: a\r\n  b\r\nContent-Length: 2\r\n\r\nok")]
