@@ -129,17 +129,48 @@ final class ConnectionTracker: Sendable {
     private struct State {
         var channels: [ObjectIdentifier: any Channel] = [:]
         var exchanges = 0
+        /// Refusals not yet reported, and when the last report went out.
+        var refusedSinceReport = 0
+        var lastReport: NIODeadline?
+        var reportScheduled = false
     }
     private let state = Mutex(State())
     let limit: Int
+    /// At most one refusal warning per interval: a flood of refused clients is one line a second, with a count.
+    static let reportInterval = TimeAmount.seconds(1)
 
     init(limit: Int) { self.limit = limit }
 
     /// Registers a new connection; false when the limit is reached (the caller answers 503 and closes).
     func admit(_ channel: any Channel) -> Bool {
         state.withLock { state in
-            guard state.channels.count < limit else { return false }
+            guard state.channels.count < limit else {
+                state.refusedSinceReport += 1
+                return false
+            }
             state.channels[ObjectIdentifier(channel)] = channel
+            return true
+        }
+    }
+
+    /// The refusals to report now (the first one at once, then at most one report per `reportInterval`), or nil.
+    func refusalsToReport(now: NIODeadline = .now()) -> Int? {
+        state.withLock { state in
+            guard state.refusedSinceReport > 0 else { return nil }
+            if let last = state.lastReport, now - last < Self.reportInterval { return nil }
+            defer { state.refusedSinceReport = 0 }
+            state.lastReport = now
+            state.reportScheduled = false
+            return state.refusedSinceReport
+        }
+    }
+
+    /// True for the one caller that should report the refusals held back, after `reportInterval` (until then,
+    /// false for everyone else).
+    func claimLaterReport() -> Bool {
+        state.withLock { state in
+            guard !state.reportScheduled else { return false }
+            state.reportScheduled = true
             return true
         }
     }

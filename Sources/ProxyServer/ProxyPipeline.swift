@@ -12,7 +12,7 @@ enum ProxyPipeline {
     static func configure(_ channel: any Channel, context: ProxyContext, reverse: ReverseRoute? = nil,
                           tls: NIOSSLContext? = nil) throws {
         guard context.connections.admit(channel) else {
-            context.logger.warning("too many connections (limit \(context.connections.limit)): answered 503")
+            reportRefusals(context, on: channel.eventLoop)
             let refusal = LocalResponse.error(ProxyError(.tooManyConnections, "hookproxy: too many connections (limit \(context.connections.limit))"))
             channel.writeAndFlush(channel.allocator.buffer(string: refusal.closingHTTP1Bytes()))
                 .whenComplete { _ in channel.close(promise: nil) }
@@ -34,6 +34,18 @@ enum ProxyPipeline {
         }
         try addHTTPHandlers(to: pipeline, context: context, impliedScheme: reverse?.target.scheme ?? "http",
                             reverse: reverse)
+    }
+
+    /// One warning for the connections refused over the last second, not one per connection: a flood stays
+    /// readable.
+    private static func reportRefusals(_ context: ProxyContext, on loop: any EventLoop) {
+        let tracker = context.connections
+        if let refused = tracker.refusalsToReport() {
+            let count = refused == 1 ? "a connection" : "\(refused) connections"
+            context.logger.warning("too many connections (limit \(tracker.limit)): answered 503 to \(count)")
+        } else if tracker.claimLaterReport() {
+            loop.scheduleTask(in: ConnectionTracker.reportInterval) { reportRefusals(context, on: loop) }
+        }
     }
 
     static func addHTTPHandlers(to pipeline: ChannelPipeline.SynchronousOperations, context: ProxyContext,
