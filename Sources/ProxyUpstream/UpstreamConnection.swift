@@ -7,7 +7,8 @@ import ProxyModel
 ///
 /// Every method is called on the event loop the connection was asked for, in order: `upstreamConnected` or
 /// `upstreamConnectFailed` once; after `upstreamConnected`, `upstreamReceived` any number of times, interleaved with
-/// `upstreamWritable`, then `upstreamClosed` at most once (not after the caller's own `close`). None may block.
+/// `upstreamWritable`, then `upstreamClosed` at most once (not after the caller's own `close` or `closeWhenSent`).
+/// None may block.
 public protocol UpstreamConnectionDelegate: AnyObject {
     /// Connected (and, for https, the server's chain judged by `trust` or curl): the outcome carries the timings
     /// and the trust events. The connection starts reading at once.
@@ -54,6 +55,8 @@ public final class UpstreamConnection {
     private var scratch: ByteBuffer
     /// The NIO carrier, when there is one (see the type's comment).
     private var channel: UpstreamChannelHandler?
+    /// Set by `closeWhenSent` while the backlog goes out: the next check that the server still takes bytes.
+    private var closeWatch: Scheduled<Void>?
     static let readSize = 64 * 1024
 
     init(engine: LoopEngine, easy: CurlEasy, owner: CurlTransfer, socket: Int32, delegate: any UpstreamConnectionDelegate) {
@@ -82,7 +85,7 @@ public final class UpstreamConnection {
     @discardableResult
     public func write(_ bytes: ByteBuffer, flush: Bool = true) -> Int {
         loop.preconditionInEventLoop()
-        guard isOpen else { return bufferedBytes }
+        guard isOpen, closeWatch == nil else { return bufferedBytes }
         if bytes.readableBytes > 0 {
             if let channel {
                 channel.queue(bytes)
@@ -126,6 +129,34 @@ public final class UpstreamConnection {
     public func close() {
         loop.preconditionInEventLoop()
         finish()
+    }
+
+    /// Closes the connection once every byte written so far has gone out, as a NIO channel closes after its pending
+    /// writes: for a relay whose client left, so that what the client sent before it left still reaches the server
+    /// (`close` drops it). The delegate hears nothing more, and later writes are dropped. Meanwhile what the server
+    /// sends is read and dropped (a server blocked writing to a full connection may read nothing until it can), and
+    /// the server's close or a failure ends it at once.
+    ///
+    /// Bounded like every wait on a peer: when a whole `idleTimeout` (`--idle-timeout`) passes in which the server
+    /// took no byte, the connection closes and the rest is dropped, so a server that stops reading cannot hold it.
+    /// Checked once per `idleTimeout`: such a server is let go one to two of them after its last read.
+    public func closeWhenSent(idleTimeout: TimeAmount) {
+        loop.preconditionInEventLoop()
+        guard isOpen, closeWatch == nil else { return }
+        delegate = nil
+        let waiting = flush()
+        guard isOpen else { return }
+        guard waiting > 0 else { return finish() }
+        watchProgress(every: idleTimeout, backlog: waiting)
+        setReading(true)  // if the relay held it; may finish (the server's close, held back with reading)
+    }
+
+    /// While `closeWhenSent` waits: closes unless the backlog shrank since the last check.
+    private func watchProgress(every timeout: TimeAmount, backlog: Int) {
+        closeWatch = loop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+            let now = channel?.bufferedBytes ?? bufferedBytes
+            if now < backlog { watchProgress(every: timeout, backlog: now) } else { finish() }
+        }
     }
 
     // MARK: - readiness (loop, from the engine)
@@ -173,6 +204,7 @@ public final class UpstreamConnection {
                 if sent == 0 { break }
             }
         }
+        if closeWatch != nil && pending.isEmpty { return finish() }  // everything went out (`closeWhenSent`)
         arm()
         if hadBacklog && pending.isEmpty { delegate?.upstreamWritable() }
     }
@@ -257,6 +289,7 @@ public final class UpstreamConnection {
     func channelWritable() {
         guard isOpen, bufferedBytes > 0 else { return }
         bufferedBytes = channel?.bufferedBytes ?? 0
+        if closeWatch != nil { return finish() }  // everything went out (`closeWhenSent`)
         delegate?.upstreamWritable()
     }
 
@@ -273,6 +306,8 @@ public final class UpstreamConnection {
     /// whose memory the handle pointed into (not before: `curl_easy_cleanup` may still write there). Once.
     func finish() {
         guard isOpen else { return }
+        closeWatch?.cancel()
+        closeWatch = nil
         pending.removeAll()
         firstOffered = false
         bufferedBytes = 0

@@ -288,11 +288,11 @@ struct WebSocketAdversarialTests {
         }
     }
 
-    @Test("a server that never reads: the client's writes stall at a bound, they do not pile up in the proxy")
+    @Test("a server that never reads: the client's writes stall at a bound, and what the proxy holds for the server is given up after --idle-timeout once the client left")
     func serverNeverReads() async throws {
         let server = try NonReadingServer(answer: Self.accept)
         defer { server.stop() }
-        try await withProxy { proxy in
+        try await withProxy({ $0.upstream.idleTimeoutMs = 1000 }) { proxy in
             let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(3))
             try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
             #expect(try await client.readResponse().status == 101)
@@ -307,6 +307,8 @@ struct WebSocketAdversarialTests {
             // its zero-window probes ~25 s; that bound was what made this test flaky.)
             client.reset()
             #expect(await eventually(timeout: .seconds(20)) { SocketCensus.count(localPort: proxy.port) == 0 })
+            // The proxy still holds bytes for the server, which takes none: it gives them up, not waits forever.
+            #expect(await eventually(timeout: .seconds(20)) { SocketCensus.count(remotePort: server.port) == 0 })
         }
     }
 
@@ -366,18 +368,27 @@ struct WebSocketAdversarialTests {
 }
 
 /// A server that accepts one connection, reads the request head, answers `answer`, and then never reads again
-/// (its receive window fills). Blocking sockets on a thread of its own; `stop` closes everything.
+/// (its receive window fills); or, with `readingAfter`, reads again after that pause, slowly, to the end of the
+/// connection (each wait bounded by 10 s), counting the bytes after the head. Blocking sockets on a thread of its
+/// own; `stop` closes everything.
 final class NonReadingServer: @unchecked Sendable {
     let port: Int
     private let listener: Int32
     private let accepted = Accepted()
 
-    /// The accepted connection's descriptor, shared with the accepting thread.
+    /// The accepted connection's descriptor, and what the reading after the pause saw, shared with the thread.
     private final class Accepted: Sendable {
         let fd = Mutex<Int32>(-1)
+        /// Bytes after the request head, and whether the connection ended (EOF, an error or the 10 s wait).
+        let read = Mutex<(bytes: Int, ended: Bool)>((0, false))
     }
 
-    init(answer: String) throws {
+    /// Bytes received after the request head (with `readingAfter`).
+    var receivedAfterHead: Int { accepted.read.withLock { $0.bytes } }
+    /// Whether the reading after the pause reached the end of the connection.
+    var readToEnd: Bool { accepted.read.withLock { $0.ended } }
+
+    init(answer: String, readingAfter pause: Duration? = nil) throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.listener = listener
         var address = sockaddr_in()
@@ -400,6 +411,18 @@ final class NonReadingServer: @unchecked Sendable {
             var byte: UInt8 = 0
             while !head.suffix(4).elementsEqual([13, 10, 13, 10]), recv(fd, &byte, 1, 0) == 1 { head.append(byte) }
             _ = Array(answer.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard let pause else { return }
+            Thread.sleep(forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+            while true {
+                let count = recv(fd, &chunk, chunk.count, 0)
+                guard count > 0 else { break }
+                accepted.read.withLock { $0.bytes += count }
+                usleep(1000)  // a slow reader
+            }
+            accepted.read.withLock { $0.ended = true }
         }
     }
 

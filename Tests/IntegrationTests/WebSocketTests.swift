@@ -334,6 +334,41 @@ struct WebSocketTests {
         }
     }
 
+    /// The client's close ended the session, which closed the upstream connection at once and dropped what hookproxy
+    /// still queued for the server, its close frame last (a hostile tester saw 2 of 8 MiB lost). The server reads
+    /// slowly through a small fixed receive buffer, so hookproxy holds a backlog when the client leaves. Over wss the
+    /// client leaves without TLS's close_notify, as many do (NIOSSL reports an unclean shutdown).
+    @Test("a client that writes 8 MiB and its close frame and closes at once: a slow server gets every message and the close code",
+          arguments: ["ws", "wss"])
+    func clientClosesAfterWriting(scheme: String) async throws {
+        let check: ([String: Any], ProxyHarness) async throws -> Void = { out, proxy in
+            #expect(out["error"] == nil, "\(out)")
+            #expect(out["messages"] as? Int == 128, "\(out)")
+            #expect(out["intact"] as? Bool == true, "\(out)")
+            #expect(out["close_code"] as? Int == 4002, "\(out)")
+            #expect(out["close_reason"] as? String == "client done", "\(out)")
+            let record = try #require(await Self.sessionRecord(proxy))
+            #expect(record.webSocket?.sentMessages == 128)
+            #expect(record.webSocket?.close == WebSocketLog.Close(code: 4002, reason: "client done", by: .client),
+                    "\(String(describing: record.webSocket?.close))")
+        }
+        guard scheme == "wss" else {
+            return try await withProxy { proxy in
+                try await check(try await Self.client(proxy, "ws://127.0.0.1:1/", "client-flush", timeout: .seconds(40)), proxy)
+            }
+        }
+        let ca = TestCA.shared
+        let directory = try TemporaryDirectory()
+        let cert = try directory.writePEM([ca.leaf, ca.intermediate], to: "server.pem")
+        try directory.write(ca.leaf.privateKeyPEM, to: "server.key")
+        try await Self.intercepted { _, proxy, caPath in
+            let out = try await Self.client(proxy, "wss://localhost:1/", "client-flush", ca: caPath, environment: [
+                "WS_SERVER_CERT": cert, "WS_SERVER_KEY": directory.path + "/server.key",
+            ], timeout: .seconds(40))
+            try await check(out, proxy)
+        }
+    }
+
     /// Runs a ws_client.py scenario that brings its own TLS server (Python's websockets, which negotiates
     /// permessage-deflate) with the test CA's leaf, through a proxy intercepting `localhost` with `rules`.
     static func deflateScenario(_ scenario: String, rules: String = "",
@@ -467,6 +502,32 @@ struct OtherUpgradeTests {
                 #expect(session?.protocolName == "x-raw")
                 #expect(session?.sentBytes == 14 && session?.receivedBytes == 12, "\(String(describing: session))")
             }
+        }
+    }
+
+    /// The client's close ended the relay, which closed the upstream connection at once and dropped what hookproxy
+    /// still queued for the server (a hostile tester saw 2 of 8 MiB lost). The server reads slowly, so hookproxy
+    /// holds a backlog when the client leaves.
+    @Test("a client that writes 16 MiB and closes at once: a server that starts reading later still gets every byte")
+    func clientClosesAfterWriting() async throws {
+        let server = try NonReadingServer(answer: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x-raw\r\nConnection: Upgrade\r\n\r\n",
+                                          readingAfter: .milliseconds(1500))
+        defer { server.stop() }
+        try await withProxy { proxy in
+            let client = try await RawClient.connect(port: proxy.port)
+            try await client.send("GET http://127.0.0.1:\(server.port)/raw HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nUpgrade: x-raw\r\nConnection: Upgrade\r\n\r\n")
+            #expect(try await client.readResponse().status == 101)
+            let size = 16 * 1024 * 1024
+            try await client.send([UInt8](repeating: 0x63, count: size))
+            client.close()
+            #expect(await eventually(timeout: .seconds(20)) { server.readToEnd }, "the proxy closed the server's connection")
+            #expect(server.receivedAfterHead == size)
+            let session = await eventually(timeout: .seconds(10)) {
+                proxy.recorder.records.contains { $0.webSocket?.isOpening == false }
+            }
+            #expect(session)
+            let log = proxy.recorder.records.first { $0.webSocket?.isOpening == false }?.webSocket
+            #expect(log?.sentBytes == size && log?.close?.by == .client, "\(String(describing: log))")
         }
     }
 

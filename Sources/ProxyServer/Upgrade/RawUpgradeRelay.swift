@@ -3,7 +3,9 @@ import ProxyModel
 import ProxyUpstream
 
 /// An upgrade to a protocol other than WebSocket that the server accepted with 101: the bytes are relayed as they
-/// come, both ways, with the same backpressure as a WebSocket session, and counted for the log.
+/// come, both ways, with the same backpressure as a WebSocket session, and counted for the log. When either side
+/// leaves, what was already taken from it still goes to the other before that connection closes (toward the server
+/// bounded by `--idle-timeout`: `UpstreamConnection.closeWhenSent`).
 ///
 /// Threading: the client connection's event loop; the last handler of the client's pipeline.
 final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
@@ -55,15 +57,15 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        end(by: .client, "client closed the connection")
+        end(by: .client, "client closed the connection", sendingRest: true)
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        end(by: .client, "client connection failed: \(error)")
+        end(by: .client, "client connection failed: \(error)", sendingRest: Self.clientLeft(error))
     }
 
-    func clientClosed() { end(by: .client, "client closed the connection") }
+    func clientClosed() { end(by: .client, "client closed the connection", sendingRest: true) }
 
     func upstreamReceived(_ bytes: ByteBuffer) {
         guard let context else { return }
@@ -80,11 +82,17 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
         end(by: .server, error?.message ?? "server closed the connection")
     }
 
-    private func end(by side: WebSocketLog.Close.Side, _ reason: String) {
+    /// Ends the relay once. With `sendingRest` (the client left) the bytes still queued for the server go out before
+    /// its connection closes; else (the server left, an error) it closes at once.
+    private func end(by side: WebSocketLog.Close.Side, _ reason: String, sendingRest: Bool = false) {
         guard !ended else { return }
         ended = true
         log.close = WebSocketLog.Close(code: nil, reason: reason, by: side)
-        upstream.close()
+        if sendingRest {
+            upstream.closeWhenSent(idleTimeout: handshake.upstreamIdleTimeout)
+        } else {
+            upstream.close()
+        }
         if let context, context.channel.isActive {
             // Everything written still goes out: close after a zero-length write completes.
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in

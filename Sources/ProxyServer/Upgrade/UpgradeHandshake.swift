@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import NIOSSL
 import ProxyModel
 import ProxyRules
 import ProxyUpstream
@@ -397,6 +398,10 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     /// The server's 101 (or other answer) headers, once they arrived.
     var responseHeaders: HeaderFields? { responseHead?.headers }
 
+    /// `--idle-timeout`: how long a relay whose client left waits for a server that takes no byte of what is still
+    /// to send (`UpstreamConnection.closeWhenSent`).
+    var upstreamIdleTimeout: TimeAmount { .milliseconds(Int64(proxy.engine.settings.idleTimeoutMs)) }
+
     func record(response: ResponseHead?, webSocket: WebSocketLog?, error: String?, events: [HookEvent] = []) -> FlowRecord {
         var flow = request.record(
             id: flowID, response: response, bodySize: bodyBytes, events: plan.events + challengeEvents + events,
@@ -422,4 +427,14 @@ protocol UpgradeRelay: AnyObject {
     func upstreamClosed(_ error: ProxyError?)
     /// The client connection could not be handed over (it closed meanwhile).
     func clientClosed()
+}
+
+extension UpgradeRelay {
+    /// Whether an error on the client's connection only says that the client left: a reset, or TLS closed without
+    /// close_notify (as many clients close). The relay then ends as for a close, and what the client sent still goes
+    /// to the server; other errors (a bad frame, a TLS failure) end it without that.
+    static func clientLeft(_ error: any Error) -> Bool {
+        if case .uncleanShutdown? = error as? NIOSSLError { return true }
+        return error is IOError
+    }
 }

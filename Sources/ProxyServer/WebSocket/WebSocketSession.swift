@@ -10,7 +10,11 @@ import ProxyUpstream
 /// pipeline) go to the server, frames from the server (parsed by the same decoder, hosted in an `EmbeddedChannel`
 /// fed with the upstream connection's bytes) go to the client. Each frame is forwarded as it arrives, as it came
 /// (fragmentation, RSV bits, the client's masking key), unless a `websocket` rule edits that direction's text
-/// messages. Ping, pong and close frames pass both ways; a side that vanishes closes the other.
+/// messages. Ping, pong and close frames pass both ways; a side that vanishes closes the other. What was already
+/// taken from the side that left still goes to the other before that connection closes: toward the client through
+/// NIO's pending writes, toward the server (the client's close frame too) through `UpstreamConnection.closeWhenSent`,
+/// bounded by `--idle-timeout`. A session that ends on an error (a bad frame, a message it cannot compress, the
+/// server gone) closes the server's connection at once.
 ///
 /// Backpressure: reading the client waits while the upstream connection holds more than `highWater` bytes; reading
 /// the server waits while the client's channel is not writable.
@@ -100,18 +104,21 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        end(WebSocketLog.Close(code: nil, reason: "client closed the connection", by: .client))
+        end(WebSocketLog.Close(code: nil, reason: "client closed the connection", by: .client), sendingRest: true)
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if Self.clientLeft(error) {
+            return end(WebSocketLog.Close(code: nil, reason: "client connection failed: \(error)", by: .client), sendingRest: true)
+        }
         // A frame NIO cannot parse (too large, bad opcode): the session cannot go on.
         handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): client frame error: \(error)")
         end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the client: \(error)", by: .client))
     }
 
     func clientClosed() {
-        end(WebSocketLog.Close(code: nil, reason: "client closed the connection", by: .client))
+        end(WebSocketLog.Close(code: nil, reason: "client closed the connection", by: .client), sendingRest: true)
     }
 
     // MARK: - server side
@@ -231,12 +238,18 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     // MARK: - the end
 
-    /// Ends the session once: both connections close (what was written still goes out), the log gets its record.
-    private func end(_ close: WebSocketLog.Close) {
+    /// Ends the session once: both connections close, the log gets its record. What was written toward the client
+    /// still goes out; toward the server, with `sendingRest` (the client left), and else is dropped (an error, or
+    /// the server left).
+    private func end(_ close: WebSocketLog.Close, sendingRest: Bool = false) {
         guard !ended else { return }
         ended = true
         if log.close == nil { log.close = close }
-        upstream.close()
+        if sendingRest {
+            upstream.closeWhenSent(idleTimeout: handshake.upstreamIdleTimeout)
+        } else {
+            upstream.close()
+        }
         upstreamCodec.map { _ = try? $0.finish() }
         upstreamCodec = nil
         if let context, context.channel.isActive {
