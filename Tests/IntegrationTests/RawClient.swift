@@ -133,6 +133,28 @@ final class RawClient: @unchecked Sendable {
 
     func close() { closeNow() }
 
+    /// Half-closes: `shutdown(SHUT_WR)` sends a FIN; reading goes on.
+    func shutdownWrite() {
+        guard fd >= 0 else { return }
+        _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+    }
+
+    /// The port of this socket's own end (what the peer sees as the remote port).
+    var localPort: Int { RawClient.port(of: fd, peer: false) }
+    /// The port of the peer's end.
+    var remotePort: Int { RawClient.port(of: fd, peer: true) }
+
+    private static func port(of fd: Int32, peer: Bool) -> Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let result = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                peer ? getpeername(fd, $0, &length) : getsockname(fd, $0, &length)
+            }
+        }
+        return result == 0 ? Int(UInt16(bigEndian: address.sin_port)) : -1
+    }
+
     /// Closes abortively (SO_LINGER 0): the peer gets an RST at once, even when this side's unsent bytes would hold
     /// a FIN back behind them.
     func reset() {
@@ -245,6 +267,66 @@ final class RawClient: @unchecked Sendable {
                 continuation.resume(with: Result { try body() })
             }
         }
+    }
+}
+
+/// A listening TCP socket on 127.0.0.1 (a free port) whose connections are `RawClient`s: a byte-level upstream for
+/// tests that need what a NIO server does not do by default (half-closes). Every wait is bounded.
+final class RawListener: @unchecked Sendable {
+    private var fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw RawClient.Failure("socket: \(String(cString: strerror(errno)))") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in
+                bind(fd, sockaddr, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, sockaddr, &length) == 0
+            }
+        }
+        guard bound else {
+            Glibc.close(fd)
+            throw RawClient.Failure("bind/listen 127.0.0.1:0: \(String(cString: strerror(errno)))")
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close() }
+
+    func close() {
+        if fd >= 0 {
+            Glibc.close(fd)
+            fd = -1
+        }
+    }
+
+    /// The next connection, within `timeout`; its reads are bounded by `readTimeout`.
+    func accept(timeout: Duration = .seconds(10), readTimeout: Duration = .seconds(10)) async throws -> RawClient {
+        try await RawClient.blocking {
+            var poller = pollfd(fd: self.fd, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            guard poll(&poller, 1, milliseconds) == 1 else { throw RawClient.Failure("no connection within \(timeout)") }
+            let connection = Glibc.accept(self.fd, nil, nil)
+            guard connection >= 0 else { throw RawClient.Failure("accept: \(String(cString: strerror(errno)))") }
+            return RawClient.adopting(connection, readTimeout: readTimeout)
+        }
+    }
+}
+
+extension RawClient {
+    /// A client over a connected socket (one a `RawListener` accepted), with its reads and writes bounded.
+    static func adopting(_ fd: Int32, readTimeout: Duration) -> RawClient {
+        let seconds = readTimeout.components.seconds
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(readTimeout.components.attoseconds / 1_000_000_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return RawClient(fd: fd, readTimeout: readTimeout)
     }
 }
 

@@ -255,6 +255,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             state = .connectRequested(request)
+            // A blind tunnel carries the client's half-close: from this head on, an end of input is held for it
+            // (not inside an intercepted tunnel, whose TLS does not carry one).
+            if impliedAuthority == nil, let channel = context?.channel { ClientEndOfInput.hold(channel) }
             return
         }
         let kind = if let reverse {
@@ -416,8 +419,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The one step from "CONNECT accepted" to a tunnel: writes `200 Connection Established`, and once it is on the
-    /// wire hands the connection over (`becomeTunnel`). `done` gets success, or failure with the error (nil when the
-    /// 200 could not be written: the client is gone).
+    /// wire hands the connection over (`becomeTunnel`). `done` gets success once the request decoder handed what it
+    /// held to the tunnel, or failure with the error (nil when the client is gone).
     func becomeTunnelAfter200(install: @escaping (ChannelPipeline.SynchronousOperations) throws -> Void,
                               done: @escaping (Result<Void, TunnelFailure>) -> Void) {
         let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: 200, reasonPhrase: "Connection Established"))
@@ -425,8 +428,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         sendEnd().assumeIsolated().whenComplete { [self] written in
             guard case .success = written else { return done(.failure(TunnelFailure(nil))) }
             do {
-                try becomeTunnel(install: install)
-                done(.success(()))
+                try becomeTunnel(install: install).assumeIsolated().whenComplete { handedOver in
+                    done(handedOver.mapError { _ in TunnelFailure(nil) })
+                }
             } catch {
                 done(.failure(TunnelFailure(error)))
             }
@@ -469,7 +473,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Hands the connection to a tunnel, after the 200 went out: removes the HTTP handlers (this one included),
     /// lets `install` add what serves the tunnel, and removes the request decoder last, so bytes the client sent
     /// right after its CONNECT (before it read the 200) flow into what `install` added instead of being dropped.
-    func becomeTunnel(install: (ChannelPipeline.SynchronousOperations) throws -> Void) throws {
+    /// The future completes once the decoder is gone and what it held went to the tunnel.
+    @discardableResult
+    func becomeTunnel(install: (ChannelPipeline.SynchronousOperations) throws -> Void) throws -> EventLoopFuture<Void> {
         guard let context else { throw ChannelError.ioOnClosedChannel }
         let pipeline = context.pipeline.syncOperations
         let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
@@ -487,6 +493,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let removed = channel.eventLoop.makePromise(of: Void.self)
         pipeline.removeHandler(decoder, promise: removed)
         removed.futureResult.whenSuccess { channel.pipeline.fireChannelReadComplete() }
+        return removed.futureResult
     }
 
     private func startEventStream() {

@@ -23,6 +23,8 @@ enum ConnectTunnel {
             return
         }
         if proxy.intercepts(host: host, port: port) {
+            // TLS and the HTTP handlers inside it do not carry a half-close: the client's end of input closes.
+            guard ClientEndOfInput.abandon(context.channel) else { return }
             Interception.start(host: host, request: request, handler: handler, context: context)
             return
         }
@@ -68,6 +70,8 @@ enum ConnectTunnel {
                 .connectTimeout(connectTimeout)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelOption(.autoRead, value: false)
+                // The upstream's end of input is passed on to the client as a half-close (GlueHandler).
+                .channelOption(.allowRemoteHalfClosure, value: true)
         }
         guard proxy.configuration.upstream.upstreamProxy != nil else {
             return bootstrap().connect(host: host, port: port)
@@ -93,6 +97,8 @@ enum ConnectTunnel {
         }, done: { result in
             switch result {
             case .success:
+                // After the bytes the request decoder held: an end of input that came with them follows them.
+                ClientEndOfInput.release(client.channel)
                 client.channel.read()
             case .failure(let failure):
                 if let error = failure.error { handler.proxy.logger.error("CONNECT \(target): cannot splice: \(error)") }

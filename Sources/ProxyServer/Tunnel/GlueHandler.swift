@@ -3,6 +3,10 @@ import NIOCore
 /// Splices two channels: what one reads the other writes, with backpressure both ways (a read is forwarded only
 /// while the partner is writable). The shape of swift-nio-examples' connect-proxy. Event-loop bound; both
 /// channels must share one event loop.
+///
+/// Half-closes pass through (both channels allow remote half-closure): one side's end of input shuts the other's
+/// output once what was queued for it is written. NIO closes a channel whose input and output are both shut, and
+/// the glue then closes its partner: when both directions have ended, both connections close.
 final class GlueHandler: ChannelDuplexHandler {
     typealias InboundIn = NIOAny
     typealias OutboundIn = NIOAny
