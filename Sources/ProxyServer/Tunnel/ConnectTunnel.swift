@@ -30,7 +30,7 @@ enum ConnectTunnel {
         }
         warnIfTrustCannotApply(host: host, port: port, proxy: proxy)
         let started = ContinuousClock.now
-        connect(host: host, port: port, proxy: proxy, eventLoop: context.eventLoop)
+        connect(host: host, port: port, proxy: proxy, client: context.channel)
             .assumeIsolated().whenComplete { result in
                 switch result {
                 case .success(let upstream) where isSelf(upstream, proxy: proxy):
@@ -63,7 +63,8 @@ enum ConnectTunnel {
     }
 
     /// A TCP connection to the target: direct, or through `--upstream-proxy` (set up by libcurl off the loop).
-    private static func connect(host: String, port: Int, proxy: ProxyContext, eventLoop: any EventLoop) -> EventLoopFuture<any Channel> {
+    private static func connect(host: String, port: Int, proxy: ProxyContext, client: any Channel) -> EventLoopFuture<any Channel> {
+        let eventLoop = client.eventLoop
         let connectTimeout = TimeAmount.milliseconds(Int64(proxy.configuration.upstream.connectTimeoutMs))
         @Sendable func bootstrap() -> ClientBootstrap {
             ClientBootstrap(group: eventLoop)
@@ -74,7 +75,14 @@ enum ConnectTunnel {
                 .channelOption(.allowRemoteHalfClosure, value: true)
         }
         guard proxy.configuration.upstream.upstreamProxy != nil else {
-            return bootstrap().connect(host: host, port: port)
+            // An IP literal needs no lookup; a name is looked up beside other tunnels' lookups (TunnelResolver),
+            // not behind them, and a lookup still queued when its client leaves is dropped.
+            if let address = try? SocketAddress(ipAddress: host, port: port) {
+                return bootstrap().connect(to: address)
+            }
+            let resolver = TunnelResolver(loop: eventLoop)
+            client.closeFuture.whenComplete { _ in resolver.cancelQueries() }
+            return bootstrap().resolver(resolver).connect(host: host, port: port)
         }
         let settings = proxy.configuration.upstream
         return proxy.connectPool.runIfActive(eventLoop: eventLoop) {
