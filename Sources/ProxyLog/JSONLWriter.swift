@@ -5,7 +5,9 @@ import ProxyModel
 /// The initializer opens FILE (created 0600 when missing, appended to when it exists) under an exclusive lock and
 /// throws `LogFileError` when that fails. `record` only queues (never blocks the caller); one background thread
 /// redacts, encodes (`JSONWriter`, one reused buffer) and writes the lines of each batch (the records that arrived
-/// together) with a single `write(2)` (so a reader sees whole lines), and fsyncs at most every 200 ms. `close()` drains the queue, syncs and releases the lock.
+/// together) with a single `write(2)` (so a reader sees whole lines), and fsyncs at most every 200 ms. On a full disk
+/// a batch is dropped whole (the part of it that got in is cut off again, stderr is told once), so every line in the
+/// file is a whole record and later batches append cleanly once there is room. `close()` drains the queue, syncs and releases the lock.
 public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
     public let path: String
     private let queue: AsyncRecorder
@@ -63,12 +65,13 @@ final class JSONLSink: BatchingFileSink {
         if json.count >= HARFile.batchBytes { endBatch() }
     }
 
-    /// Writes the lines `write` kept in one `write(2)` (whole lines: a reader never sees half of one).
+    /// Writes the lines `write` kept in one `write(2)` (whole lines: a reader never sees half of one). A batch the
+    /// disk has no room for is dropped whole: the file keeps only complete lines, and the next batch starts a line.
     func endBatch() {
         guard batched > 0 else { return }
         batched = 0
         do {
-            try json.withBytes { bytes throws(LogFileError) in try file.write(bytes) }
+            try json.withBytes { bytes throws(LogFileError) in try file.appendWhole(bytes) }
         } catch {
             if !reportedError {
                 reportedError = true

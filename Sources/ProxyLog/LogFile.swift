@@ -11,6 +11,8 @@ final class LogFile {
     let path: String
     let fd: Int32
     private var closed = false
+    /// Where the file ended before an `appendWhole` that failed part way, when cutting it back failed too.
+    private var uncutEnd: Int?
 
     /// Opens (creating with mode 0600: traffic logs hold bodies and headers) `path` for reading and writing, and takes
     /// the lock without waiting. `append` opens with `O_APPEND`.
@@ -59,13 +61,38 @@ final class LogFile {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int? = nil) throws(LogFileError) {
+        var written = 0
+        try write(bytes, at: offset, written: &written)
+    }
+
+    /// `written`: the bytes that reached the file, also when it throws part way.
+    private func write(_ bytes: UnsafeRawBufferPointer, at offset: Int?, written done: inout Int) throws(LogFileError) {
         guard let start = bytes.baseAddress else { return }
-        var done = 0
         while done < bytes.count {
             let n = offset.map { pwrite(fd, start + done, bytes.count - done, off_t($0 + done)) }
                 ?? Glibc.write(fd, start + done, bytes.count - done)
             if n < 0 { if errno == EINTR { continue }; throw .io(path, "cannot write", errno: errno) }
             done += n
+        }
+    }
+
+    /// Appends all of `bytes` (`O_APPEND`) or none of them: when the disk fills part way (write(2) takes part of
+    /// them, then fails with ENOSPC), the part that got in is cut off again, so the file ends where it did before the
+    /// call. A cut that fails is made before the next append, which is dropped when it fails again.
+    func appendWhole(_ bytes: UnsafeRawBufferPointer) throws(LogFileError) {
+        if let end = uncutEnd {
+            try truncate(to: end)
+            uncutEnd = nil
+        }
+        var written = 0
+        do {
+            try write(bytes, at: nil, written: &written)
+        } catch {
+            if written > 0 {
+                let end = max(0, size - written)
+                if (try? truncate(to: end)) == nil { uncutEnd = end }
+            }
+            throw error
         }
     }
 
