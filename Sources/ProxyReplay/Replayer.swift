@@ -31,7 +31,12 @@ public enum Replayer {
                     return
                 }
             }
-            for _ in 0..<max(1, concurrency) { startNext() }
+            // (at most one start per entry: a --concurrency far above the entry count must not loop that often)
+            var slots = max(1, concurrency)
+            while slots > 0 && nextToStart < entries.count {
+                startNext()
+                slots -= 1
+            }
             while let (index, result) = await group.next() {
                 results[index] = result
                 if result.response != nil { startNext() }

@@ -112,6 +112,23 @@ struct ReplayCommandTests {
         }
     }
 
+    @Test("--concurrency far above the entry count (up to Int.max): each entry is sent once and the run ends at once")
+    func hugeConcurrency() async throws {
+        let directory = try TemporaryDirectory()
+        try await withOrigin { origin in
+            let path = try directory.write(Replay.har([("GET", "\(origin.baseURL)/head-test", 200, 15, nil),
+                                                       ("GET", "\(origin.baseURL)/bytes/10", 200, 10, nil)]), to: "two.har")
+            for concurrency in ["100000000000", String(Int.max)] {
+                let before = origin.requests.count
+                // (before the fix: one loop turn per unit of concurrency, seconds of CPU for 1e11, Int.max never ends)
+                let run = try await Replay.run([path, "--concurrency", concurrency], in: directory, timeout: .seconds(20))
+                #expect(run.status == 0, "--concurrency \(concurrency): stdout: \(run.lines) stderr: \(run.stderr)")
+                #expect(run.summary == "2 requests, 0 status changes, 0 failures", "\(run.lines)")
+                #expect(origin.requests.dropFirst(before).map(\.target).sorted() == ["/bytes/10", "/head-test"])
+            }
+        }
+    }
+
     @Test("a request that cannot be sent shows the proxy's 502 and its reason, and counts as a failure")
     func unreachable() async throws {
         let directory = try TemporaryDirectory()
