@@ -117,7 +117,7 @@ final class HARFile: BatchingFileSink {
         } catch {
             if !reportedError {
                 reportedError = true
-                warn("hookproxy: writing \(file.path) failed: \(error); later entries are retried")
+                warn("\(error); the entries of that batch are dropped, later ones are retried")
             }
         }
     }

@@ -2,8 +2,8 @@ import ProxyModel
 
 /// `--jsonl FILE`: one JSON object per exchange (per hop), one line each, appended to FILE.
 ///
-/// The initializer opens FILE (created 0600 when missing, appended to when it exists) under an exclusive lock and
-/// throws `LogFileError` when that fails. `record` only queues (never blocks the caller); one background thread
+/// The initializer opens FILE (created 0600 when missing, appended to when it exists, after its last complete line)
+/// under an exclusive lock and throws `LogFileError` when that fails. `record` only queues (never blocks the caller); one background thread
 /// redacts, encodes (`JSONWriter`, one reused buffer) and writes the lines of each batch (the records that arrived
 /// together) with a single `write(2)` (so a reader sees whole lines), and fsyncs at most every 200 ms. On a full disk
 /// a batch is dropped whole (the part of it that got in is cut off again, stderr is told once), so every line in the
@@ -19,8 +19,20 @@ public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
     public init(path: String, redactor: Redactor = Redactor(), queueCapacity: Int = 10_000) throws(LogFileError) {
         self.path = path
         let file = try LogFile(path: path, append: true)
+        try Self.dropTornLastLine(file)
         queue = AsyncRecorder(name: "jsonl \(path)", sink: JSONLSink(file: file), redactor: redactor,
                               capacity: queueCapacity)
+    }
+
+    /// A file that ends inside a line (hookproxy was killed during a write) gets that part cut off, so the lines
+    /// appended next are whole lines of their own, as HAR's reopening does for a torn entry.
+    private static func dropTornLastLine(_ file: LogFile) throws(LogFileError) {
+        let size = file.size
+        guard size > 0 else { return }
+        let end = try file.endOfLastLine()
+        guard end < size else { return }
+        try file.truncate(to: end)
+        AsyncRecorder.stderr("hookproxy: \(file.path) ended inside a line (was hookproxy killed?); dropped \(size - end) bytes of it and appending after the last complete line")
     }
 
     public func record(_ flow: FlowRecord) { queue.record(flow) }

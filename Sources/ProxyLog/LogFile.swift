@@ -96,6 +96,22 @@ final class LogFile {
         }
     }
 
+    /// The offset just after the file's last newline (0 when it has none), read back from the end in 64 KiB steps.
+    func endOfLastLine() throws(LogFileError) -> Int {
+        var end = size
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while end > 0 {
+            let start = max(0, end - chunk.count)
+            let count = end - start
+            let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, count, off_t(start)) }
+            if n < 0 { if errno == EINTR { continue }; throw .io(path, "cannot read", errno: errno) }
+            if n < count { return 0 }  // the file shrank meanwhile (it is locked: not by another hookproxy)
+            if let newline = chunk[0..<count].lastIndex(of: UInt8(ascii: "\n")) { return start + newline + 1 }
+            end = start
+        }
+        return 0
+    }
+
     func truncate(to length: Int) throws(LogFileError) {
         if ftruncate(fd, off_t(length)) != 0 { throw .io(path, "cannot truncate", errno: errno) }
     }

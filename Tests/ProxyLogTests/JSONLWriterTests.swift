@@ -93,6 +93,22 @@ import Testing
         writer.close()
         #expect(try Self.lines(path).map { $0["id"] as? Int } == [1, 2])
     }
+
+    /// A hostile tester's find: a line torn by a kill during a write stayed, and the next record was glued to it.
+    @Test(arguments: [0, 1, 100_000])
+    func reopeningDropsATornLastLine(_ tornLength: Int) throws {
+        let path = TestFiles.directory().appendingPathComponent("torn.jsonl").path
+        var writer = try JSONLWriter(path: path)
+        writer.record(Samples.plain)
+        writer.close()
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+        let torn = Data(String(repeating: "{\"id\":9,\"start", count: tornLength / 14 + 1).utf8.prefix(tornLength))
+        try (whole + torn).write(to: URL(fileURLWithPath: path))
+        writer = try JSONLWriter(path: path)
+        writer.record(Samples.failed)
+        writer.close()
+        #expect(try Self.lines(path).map { $0["id"] as? Int } == [1, 2])
+    }
 }
 
 @Suite struct BodyTextTests {
