@@ -2,8 +2,8 @@ import ProxyModel
 
 /// `--jsonl FILE`: one JSON object per exchange (per hop), one line each, appended to FILE.
 ///
-/// The initializer opens FILE (created 0600 when missing, appended to when it exists, after its last complete line)
-/// under an exclusive lock and throws `LogFileError` when that fails. `record` only queues (never blocks the caller); one background thread
+/// The initializer opens FILE (created 0600 when missing, appended to when it exists, after a torn last record of
+/// its own is cut off) under an exclusive lock and throws `LogFileError` when that fails. `record` only queues (never blocks the caller); one background thread
 /// redacts, encodes (`JSONWriter`, one reused buffer) and writes the lines of each batch (the records that arrived
 /// together) with a single `write(2)` (so a reader sees whole lines), and fsyncs at most every 200 ms. On a full disk
 /// a batch is dropped whole (the part of it that got in is cut off again, stderr is told once), so every line in the
@@ -24,15 +24,21 @@ public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
                               capacity: queueCapacity)
     }
 
-    /// A file that ends inside a line (hookproxy was killed during a write) gets that part cut off, so the lines
-    /// appended next are whole lines of their own, as HAR's reopening does for a torn entry.
+    /// A file that ends inside a line: a record of hookproxy's torn by a kill during a write (it starts `{"id":`,
+    /// or is a piece of that) is cut off, so the lines appended next are whole, as HAR's reopening does for a torn entry. Anything else
+    /// (a file written by something else) is kept, and a newline written after it.
     private static func dropTornLastLine(_ file: LogFile) throws(LogFileError) {
-        let size = file.size
-        guard size > 0 else { return }
-        let end = try file.endOfLastLine()
-        guard end < size else { return }
-        try file.truncate(to: end)
-        AsyncRecorder.stderr("hookproxy: \(file.path) ended inside a line (was hookproxy killed?); dropped \(size - end) bytes of it and appending after the last complete line")
+        guard file.size > 0 else { return }
+        let tail = try file.tailAfterLastNewline(limit: 64 << 20)
+        if tail?.isEmpty == true { return }
+        let record = Array(#"{"id":"#.utf8)
+        if let tail, tail.starts(with: record) || record.starts(with: tail) {
+            try file.truncate(to: file.size - tail.count)
+            AsyncRecorder.stderr("hookproxy: \(file.path) ended inside a line (was hookproxy killed?); dropped \(tail.count) bytes of it and appending after the last complete line")
+        } else {
+            try file.write(Array("\n".utf8))
+            AsyncRecorder.stderr("hookproxy: \(file.path) did not end with a newline; appending after it on a new line")
+        }
     }
 
     public func record(_ flow: FlowRecord) { queue.record(flow) }

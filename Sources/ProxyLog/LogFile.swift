@@ -96,20 +96,37 @@ final class LogFile {
         }
     }
 
-    /// The offset just after the file's last newline (0 when it has none), read back from the end in 64 KiB steps.
-    func endOfLastLine() throws(LogFileError) -> Int {
+    /// The bytes after the file's last newline (all of it when it has none), read back from the end in 64 KiB
+    /// steps up to `limit` bytes; nil when the tail is longer than that.
+    func tailAfterLastNewline(limit: Int) throws(LogFileError) -> [UInt8]? {
+        let size = self.size
         var end = size
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while end > 0 {
-            let start = max(0, end - chunk.count)
+            let start = max(0, end - chunk.count, size - limit - 1)
+            if start >= end { return nil }
             let count = end - start
             let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, count, off_t(start)) }
             if n < 0 { if errno == EINTR { continue }; throw .io(path, "cannot read", errno: errno) }
-            if n < count { return 0 }  // the file shrank meanwhile (it is locked: not by another hookproxy)
-            if let newline = chunk[0..<count].lastIndex(of: UInt8(ascii: "\n")) { return start + newline + 1 }
+            if n < count { throw .io(path, "cannot read", errno: EIO) }
+            if let newline = chunk[0..<count].lastIndex(of: UInt8(ascii: "\n")) {
+                return try read(from: start + newline + 1, to: size)
+            }
             end = start
         }
-        return 0
+        return size <= limit ? try read(from: 0, to: size) : nil
+    }
+
+    private func read(from start: Int, to end: Int) throws(LogFileError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: end - start)
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(start + done)) }
+            if n < 0 { if errno == EINTR { continue }; throw .io(path, "cannot read", errno: errno) }
+            if n == 0 { throw .io(path, "cannot read", errno: EIO) }
+            done += n
+        }
+        return bytes
     }
 
     func truncate(to length: Int) throws(LogFileError) {

@@ -109,6 +109,21 @@ import Testing
         writer.close()
         #expect(try Self.lines(path).map { $0["id"] as? Int } == [1, 2])
     }
+
+    /// A review helper's find in the first version of the above: a file with no newline at all (a file of someone
+    /// else's, given by mistake) was cut to nothing. Only a torn record of hookproxy's is cut.
+    @Test(arguments: ["not a log", "{\"a\": 1}", "line one\nline two", String(repeating: "x", count: 200_000)])
+    func reopeningKeepsAForeignFile(_ text: String) throws {
+        let path = TestFiles.directory().appendingPathComponent("foreign.jsonl").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        let writer = try JSONLWriter(path: path)
+        writer.record(Samples.plain)
+        writer.close()
+        let after = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(after.hasPrefix(text + "\n"), "the file's own bytes are kept")
+        let last = try #require(after.split(separator: "\n").last)
+        #expect((try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any])?["id"] as? Int == 1)
+    }
 }
 
 @Suite struct BodyTextTests {
