@@ -46,6 +46,10 @@ static inline CURLcode hp_setopt_trailer_callback(CURL *easy, hp_trailer_callbac
     return curl_easy_setopt(easy, CURLOPT_TRAILERFUNCTION, cb);
 }
 static inline int hp_trailerfunc_ok(void) { return CURL_TRAILERFUNC_OK; }
+typedef int (*hp_closesocket_callback)(void *context, curl_socket_t socket);
+static inline CURLcode hp_setopt_closesocket_callback(CURL *easy, hp_closesocket_callback cb) {
+    return curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, cb);
+}
 static inline CURLcode hp_setopt_ssl_ctx_callback(CURL *easy, hp_ssl_ctx_callback cb) {
     return curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, cb);
 }

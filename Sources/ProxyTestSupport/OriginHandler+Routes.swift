@@ -126,7 +126,13 @@ extension OriginHandler {
     private func basicAuth(context: ChannelHandlerContext, request: Incoming, echoHeaders: [(String, String)]) {
         let expected = "Basic " + Data("\(request.query["user"] ?? ""):\(request.query["pass"] ?? "")".utf8)
             .base64EncodedString()
-        if request.head.headers.first(name: "Authorization") == expected {
+        if request.head.headers.first(name: "Authorization") == expected, let chunks = request.query["chunks"].flatMap(Int.init) {
+            // `chunks=N`: the authorized answer drips N chunks of 1000 bytes, 50 ms apart (a long response).
+            writeHead(context: context, status: 200, headers: [("Content-Type", "application/octet-stream")],
+                      contentLength: nil, chunked: true)
+            context.flush()
+            drip(context: context, index: 0, chunks: chunks, interval: 50, size: 1000)
+        } else if request.head.headers.first(name: "Authorization") == expected {
             respond(context: context, method: request.head.method, status: 200,
                     headers: [("Content-Type", "application/octet-stream")] + echoHeaders, body: request.body)
         } else {

@@ -97,6 +97,7 @@ final class LoopEngine: @unchecked Sendable {
         transfer.easy = easy
         do {
             try transfer.configure(easy, settings: transfer.request.settings)
+            try watchCloses(easy)
             try curlCheck(curl_multi_add_handle(multi, easy.handle), "curl_multi_add_handle")
             active[transfer.id] = transfer
             transfer.state = .running(paused: false)
@@ -270,7 +271,8 @@ final class LoopEngine: @unchecked Sendable {
     /// Takes the transfer out of the multi handle; reports `outcome` unless it was cancelled.
     private func remove(_ transfer: CurlTransfer, outcome: UpstreamOutcome?) {
         guard active.removeValue(forKey: transfer.id) != nil, let easy = transfer.easy else { return }
-        let kept = outcome?.error == nil ? keptHTTP1Socket(easy) : nil
+        // Only a transfer that completed leaves its connection idle in the cache (a cancelled one's is closed).
+        let kept = outcome.map { $0.error == nil } == true ? keptHTTP1Socket(easy) : nil
         runCurl { _ = curl_multi_remove_handle(multi, easy.handle) }
         if let kept { watchIdle(kept) }
         transfer.easy = nil
@@ -297,6 +299,25 @@ final class LoopEngine: @unchecked Sendable {
         guard hp_getinfo_socket(easy.handle, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket >= 0 else { return nil }
         return socket
     }
+
+    /// Every socket a transfer's connection opens is closed through `curlCloses` (curl keeps the callback with the
+    /// connection, for its later closes too).
+    private func watchCloses(_ easy: CurlEasy) throws(CurlError) {
+        try easy.set(CURLOPT_CLOSESOCKETDATA, pointer: Unmanaged.passUnretained(self).toOpaque())
+        try curlCheck(hp_setopt_closesocket_callback(easy.handle) { context, socket in
+            Unmanaged<LoopEngine>.fromOpaque(context!).takeUnretainedValue().curlCloses(socket)
+        }, "curl_easy_setopt(CURLOPT_CLOSESOCKETFUNCTION)")
+    }
+
+    /// CURLOPT_CLOSESOCKETFUNCTION: the socket leaves the idle watch before it is closed, since its number may be
+    /// another socket's (another thread's) right after: the guard must never peek at or shut that one.
+    private func curlCloses(_ socket: Int32) -> Int32 {
+        if idleSockets.remove(socket) != nil { socketSet.forget(socket) }
+        return close(socket)
+    }
+
+    /// Idle connections watched now (tests: each must be a socket curl still holds).
+    var idleWatched: Set<Int32> { idleSockets }
 
     /// Watches an idle cached connection for readability until curl takes it back (`curlWatches`) or closes it.
     private func watchIdle(_ socket: Int32) {

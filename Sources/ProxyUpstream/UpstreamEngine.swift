@@ -58,6 +58,15 @@ public final class UpstreamEngine: Sendable {
         return UpstreamTransfer(id: id, engine: engine)
     }
 
+    /// The idle upstream connections the loops watch now, by socket (tests: each must still be one curl holds).
+    func idleWatchedSockets() async -> [Int32] {
+        var all: [Int32] = []
+        for engine in loops.withLock({ Array($0.values) }) {
+            all += (try? await engine.loop.submit { Array(engine.idleWatched) }.get()) ?? []
+        }
+        return all
+    }
+
     /// How many transfers finished, and how many upstream connections they had to open.
     public var statistics: UpstreamStatistics { counter.snapshot }
 
