@@ -94,7 +94,8 @@ enum ConnectTunnel {
 
     private static func splice(client: ChannelHandlerContext, upstream: any Channel, handler: ProxyRequestHandler, target: String) {
         handler.becomeTunnelAfter200(install: { pipeline in
-            let (local, remote) = GlueHandler.matchedPair()
+            let halfOpenLimit = TimeAmount.milliseconds(Int64(handler.proxy.limits.clientIdleTimeoutMs))
+            let (local, remote) = GlueHandler.matchedPair(halfOpenLimit: halfOpenLimit)
             try upstream.pipeline.syncOperations.addHandler(remote)
             // SPEC: the idle timeout does not apply to a CONNECT tunnel.
             if let idle = try? pipeline.handler(type: IdleStateHandler.self) { pipeline.removeHandler(idle, promise: nil) }

@@ -7,6 +7,10 @@ import NIOCore
 /// Half-closes pass through (both channels allow remote half-closure): one side's end of input shuts the other's
 /// output once what was queued for it is written. NIO closes a channel whose input and output are both shut, and
 /// the glue then closes its partner: when both directions have ended, both connections close.
+///
+/// A tunnel is not timed out while both directions are open (SPEC), but a half-closed one is: when `halfOpenLimit`
+/// (`--idle-timeout`) passes with no byte either way, both connections close. Before half-closes passed through,
+/// a client's close closed the tunnel at once; a server that never closes its side must not hold it forever.
 final class GlueHandler: ChannelDuplexHandler {
     typealias InboundIn = NIOAny
     typealias OutboundIn = NIOAny
@@ -15,12 +19,16 @@ final class GlueHandler: ChannelDuplexHandler {
     private var partner: GlueHandler?
     private var context: ChannelHandlerContext?
     private var pendingRead = false
+    private let halfOpenLimit: TimeAmount
+    /// Reads on this side; the half-open check compares both sides' with what it saw last time.
+    private var reads = 0
+    private var halfOpenCheck: Scheduled<Void>?
 
-    private init() {}
+    private init(halfOpenLimit: TimeAmount) { self.halfOpenLimit = halfOpenLimit }
 
-    static func matchedPair() -> (GlueHandler, GlueHandler) {
-        let first = GlueHandler()
-        let second = GlueHandler()
+    static func matchedPair(halfOpenLimit: TimeAmount) -> (GlueHandler, GlueHandler) {
+        let first = GlueHandler(halfOpenLimit: halfOpenLimit)
+        let second = GlueHandler(halfOpenLimit: halfOpenLimit)
         first.partner = second
         second.partner = first
         return (first, second)
@@ -29,8 +37,25 @@ final class GlueHandler: ChannelDuplexHandler {
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        halfOpenCheck?.cancel()
+        halfOpenCheck = nil
         self.context = nil
         partner = nil
+    }
+
+    private var readsBothWays: Int { reads + (partner?.reads ?? 0) }
+
+    /// From the first half-close on: closes both sides when a whole `halfOpenLimit` passes with no read either way.
+    private func watchHalfOpen(seen: Int) {
+        guard let context, halfOpenCheck == nil, partner?.halfOpenCheck == nil else { return }
+        halfOpenCheck = context.eventLoop.assumeIsolated().scheduleTask(in: halfOpenLimit) { [self] in
+            halfOpenCheck = nil
+            guard let context = self.context else { return }
+            let now = readsBothWays
+            guard now == seen else { return watchHalfOpen(seen: now) }
+            partner?.context?.close(promise: nil)
+            context.close(promise: nil)
+        }
     }
 
     private func partnerWrite(_ data: NIOAny) { context?.write(data, promise: nil) }
@@ -63,13 +88,17 @@ final class GlueHandler: ChannelDuplexHandler {
         }
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) { partner?.partnerWrite(data) }
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        reads &+= 1
+        partner?.partnerWrite(data)
+    }
     func channelReadComplete(context: ChannelHandlerContext) { partner?.partnerFlush() }
     func channelInactive(context: ChannelHandlerContext) { partner?.partnerCloseFull() }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, case .inputClosed = event {
             partner?.partnerWriteEOF()
+            watchHalfOpen(seen: readsBothWays)
         }
     }
 
