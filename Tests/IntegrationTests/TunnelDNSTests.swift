@@ -14,18 +14,7 @@ struct TunnelDNSTests {
     static let resolvConf = "/etc/resolv.conf"
 
     /// Whether this run may bind port 53 and swap resolv.conf in a private mount namespace.
-    static let canSwapResolver: Bool = {
-        guard getuid() == 0, FileManager.default.fileExists(atPath: resolvConf),
-              FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else { return false }
-        let probe = Process()
-        probe.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-        probe.arguments = ["-m", "--propagation", "private", "true"]
-        probe.standardOutput = FileHandle.nullDevice
-        probe.standardError = FileHandle.nullDevice
-        guard (try? probe.run()) != nil else { return false }
-        probe.waitUntilExit()
-        return probe.terminationStatus == 0
-    }()
+    static let canSwapResolver = PrivateMounts.available(needing: [resolvConf])
 
     @Test("six CONNECTs to names stuck in DNS: an IP literal and localhost are answered at once; the stuck ones get 502 at --connect-timeout",
           .enabled(if: canSwapResolver, "needs root and unshare to point the proxy's resolver at a silent DNS server"))

@@ -17,19 +17,7 @@ struct VerifyTimeRenegotiationTests {
     static let systemBundle = "/etc/ssl/certs/ca-certificates.crt"
 
     /// Whether this run may swap the system CA bundle in a private mount namespace.
-    static let canSwapSystemTrust: Bool = {
-        guard getuid() == 0, FileManager.default.fileExists(atPath: systemBundle),
-              FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare"),
-              FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else { return false }
-        let probe = Process()
-        probe.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-        probe.arguments = ["-m", "--propagation", "private", "true"]
-        probe.standardOutput = FileHandle.nullDevice
-        probe.standardError = FileHandle.nullDevice
-        guard (try? probe.run()) != nil else { return false }
-        probe.waitUntilExit()
-        return probe.terminationStatus == 0
-    }()
+    static let canSwapSystemTrust = PrivateMounts.available(needing: [systemBundle, "/usr/bin/openssl"])
 
     @Test("the reused connection refuses the server's renegotiation, and the proxy lives on",
           .enabled(if: canSwapSystemTrust, "needs root and unshare to trust a test CA as the system does"))
