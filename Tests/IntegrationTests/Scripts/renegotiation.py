@@ -37,10 +37,12 @@ def say(data):
     server.stdin.flush()
 
 
+# s_server prints ACCEPT once it listens: a request sent before that is refused (seen under load: 502).
+server_ready = wait_for(b"ACCEPT")
 proxy = subprocess.Popen([binary, "run", "--listen", "127.0.0.1:0", "--quiet", "--no-ui",
                           "--verify-time", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, SWIFT_BACKTRACE="enable=no"))
-out = {}
+out = {"server_ready": server_ready}
 try:
     proxy_port = int(proxy.stdout.readline().decode().rsplit(":", 1)[1].strip().strip("/"))
     client = socket.create_connection(("127.0.0.1", proxy_port), timeout=15)
