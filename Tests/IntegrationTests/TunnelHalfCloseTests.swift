@@ -89,7 +89,7 @@ struct TunnelHalfCloseTests {
     @Test("a half-closed tunnel that stays silent for --idle-timeout is closed; one still carrying bytes is not")
     func silentHalfOpenTunnelCloses() async throws {
         let upstream = try RawListener()
-        try await withProxy({ $0.limits.clientIdleTimeoutMs = 1000 }) { proxy in
+        try await withProxy({ $0.limits.clientIdleTimeoutMs = 2000 }) { proxy in
             let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
             try await client.send(rawRequest("CONNECT 127.0.0.1:\(upstream.port) HTTP/1.1", ["Host: 127.0.0.1:\(upstream.port)"]))
             #expect(try await client.readResponse(method: "CONNECT").status == 200)
@@ -97,14 +97,15 @@ struct TunnelHalfCloseTests {
             defer { connection.close() }
             let sockets = try tunnelSockets(proxy: proxy, client: client, upstream: connection)
             client.shutdownWrite()
-            // The upstream keeps its side open: bytes every 400 ms keep the tunnel, for 2.4 s of a 1 s limit.
-            for index in 0..<6 {
-                try await Task.sleep(for: .milliseconds(400))
+            // The upstream keeps its side open: a byte every 200 ms keeps the tunnel, for 3 s of a 2 s limit (a wide
+            // margin: a loaded machine stretches the sleeps).
+            for index in 0..<15 {
+                try await Task.sleep(for: .milliseconds(200))
                 try await connection.send([UInt8(index)])
             }
-            #expect(try await client.read(atLeast: 6) == [0, 1, 2, 3, 4, 5], "the tunnel still carries bytes")
+            #expect(try await client.read(atLeast: 15) == Array(0..<15), "the tunnel still carries bytes")
             // Then silence: both of hookproxy's sockets close.
-            #expect(await eventually(timeout: .seconds(10)) { !sockets.contains(where: ProcessSockets.isOpen) },
+            #expect(await eventually(timeout: .seconds(20)) { !sockets.contains(where: ProcessSockets.isOpen) },
                     "a silent half-open tunnel stayed open")
             #expect(await client.waitForClose())
         }

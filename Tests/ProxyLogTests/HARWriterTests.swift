@@ -165,9 +165,11 @@ import Testing
         let path = TestFiles.directory().appendingPathComponent("held.har").path
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        holder.arguments = ["-o", path, "sleep", "4"] // -o: only flock(1) itself holds the lock, for 4 s
+        // -o: only flock(1) itself holds the lock; for up to 60 s (killed below): under a loaded machine 4 s ran out
+        // before this test's loop saw the lock.
+        holder.arguments = ["-o", path, "sleep", "60"]
         try holder.run()
-        // never wait out the 4 s on a thread: the test's tasks share a pool of as many threads as cores
+        // never wait out the holder on a thread: the test's tasks share a pool of as many threads as cores
         defer { kill(holder.processIdentifier, SIGKILL) }
         var error: LogFileError?
         for _ in 0..<250 { // until flock(1) holds it
