@@ -3,11 +3,12 @@ import ProxyModel
 /// `--jsonl FILE`: one JSON object per exchange (per hop), one line each, appended to FILE.
 ///
 /// The initializer opens FILE (created 0600 when missing, appended to when it exists, after a torn last record of
-/// its own is cut off) under an exclusive lock and throws `LogFileError` when that fails. `record` only queues (never blocks the caller); one background thread
-/// redacts, encodes (`JSONWriter`, one reused buffer) and writes the lines of each batch (the records that arrived
-/// together) with a single `write(2)` (so a reader sees whole lines), and fsyncs at most every 200 ms. On a full disk
-/// a batch is dropped whole (the part of it that got in is cut off again, stderr is told once), so every line in the
-/// file is a whole record and later batches append cleanly once there is room. `close()` drains the queue, syncs and releases the lock.
+/// its own is cut off) under an exclusive lock and throws `LogFileError` when that fails. `record` only queues
+/// (never blocks the caller); one background thread redacts, encodes (`JSONWriter`, one reused buffer) and writes
+/// the lines of each batch (the records that arrived together) with a single `write(2)` (so a reader sees whole
+/// lines), and fsyncs at most every 200 ms. On a full disk a batch is dropped whole (the part of it that got in is
+/// cut off again, stderr is told once), so every line in the file is a whole record and later batches append
+/// cleanly once there is room. `close()` drains the queue, syncs and releases the lock.
 public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
     public let path: String
     private let queue: AsyncRecorder
@@ -25,8 +26,8 @@ public final class JSONLWriter: FlowRecorder, @unchecked Sendable {
     }
 
     /// A file that ends inside a line: a record of hookproxy's torn by a kill during a write (it starts `{"id":`,
-    /// or is a piece of that) is cut off, so the lines appended next are whole, as HAR's reopening does for a torn entry. Anything else
-    /// (a file written by something else) is kept, and a newline written after it.
+    /// or is a piece of that) is cut off, so the lines appended next are whole, as HAR's reopening does for a torn
+    /// entry. Anything else (a file written by something else) is kept, and a newline written after it.
     private static func dropTornLastLine(_ file: LogFile) throws(LogFileError) {
         guard file.size > 0 else { return }
         let tail = try file.tailAfterLastNewline(limit: 64 << 20)

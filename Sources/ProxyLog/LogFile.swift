@@ -40,18 +40,7 @@ final class LogFile {
     }
 
     /// Reads the whole file.
-    func readAll() throws(LogFileError) -> [UInt8] {
-        let count = size
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(done)) }
-            if n < 0 { if errno == EINTR { continue }; throw .io(path, "cannot read", errno: errno) }
-            if n == 0 { break }
-            done += n
-        }
-        return Array(bytes.prefix(done))
-    }
+    func readAll() throws(LogFileError) -> [UInt8] { try read(from: 0, to: size) }
 
     /// Writes all of `bytes` at `offset` (nil: at the end with O_APPEND / the current position) in as few system calls
     /// as the kernel allows.
@@ -117,16 +106,17 @@ final class LogFile {
         return size <= limit ? try read(from: 0, to: size) : nil
     }
 
+    /// The bytes from `start` up to `end`, or to the end of the file when it is shorter.
     private func read(from start: Int, to end: Int) throws(LogFileError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: end - start)
+        var bytes = [UInt8](repeating: 0, count: max(0, end - start))
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(start + done)) }
             if n < 0 { if errno == EINTR { continue }; throw .io(path, "cannot read", errno: errno) }
-            if n == 0 { throw .io(path, "cannot read", errno: EIO) }
+            if n == 0 { break }
             done += n
         }
-        return bytes
+        return Array(bytes.prefix(done))
     }
 
     func truncate(to length: Int) throws(LogFileError) {

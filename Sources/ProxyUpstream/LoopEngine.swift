@@ -34,6 +34,7 @@ final class LoopEngine: @unchecked Sendable {
     private var handedOver: [Int32: UpstreamConnection] = [:]
     /// Idle HTTP/1 connections in curl's cache, watched for bytes no request asked for (see `idleConnectionSpoke`).
     private var idleSockets: Set<Int32> = []
+    private static let idleEvents = hp_epollin() | hp_epollrdhup()
     /// True while the loop itself polls `socketSet` (a poll is queued as its next task); false while the watcher
     /// waits on the set for it.
     private var polling = false
@@ -323,7 +324,7 @@ final class LoopEngine: @unchecked Sendable {
     private func watchIdle(_ socket: Int32) {
         guard !stopped, sockets[socket] == nil, handedOver[socket] == nil else { return }  // still in use
         idleSockets.insert(socket)
-        socketSet.watch(socket, events: hp_epollin() | hp_epollrdhup(), isNew: true)
+        socketSet.watch(socket, events: LoopEngine.idleEvents, isNew: true)
     }
 
     /// An idle HTTP/1 connection became readable. A close is curl's to find. Bytes are a response no request asked
@@ -338,7 +339,7 @@ final class LoopEngine: @unchecked Sendable {
             _ = shutdown(socket, Int32(SHUT_RDWR))
         } else if peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
             idleSockets.insert(socket)
-            socketSet.watch(socket, events: hp_epollin() | hp_epollrdhup(), isNew: false)
+            socketSet.watch(socket, events: LoopEngine.idleEvents, isNew: false)
         }
     }
 

@@ -117,13 +117,10 @@ public final class UpstreamEngine: Sendable {
     /// would), and the returned handle reaches nothing.
     private static func refuse(_ request: UpstreamRequest, id: UInt64, on loop: any EventLoop,
                                _ fail: @escaping @Sendable (ProxyError) -> Void) -> UpstreamTransfer {
-        let error = outOfDescriptors(request.head.url.authority)
+        let error = ProxyError(.upstreamFailed, "hookproxy: cannot reach \(request.head.url.authority): out of file "
+                               + "descriptors (see ulimit -n and --max-connections)")
         if loop.inEventLoop { fail(error) } else { loop.execute { fail(error) } }
         return UpstreamTransfer(id: id, engine: nil)
-    }
-
-    static func outOfDescriptors(_ host: String) -> ProxyError {
-        ProxyError(.upstreamFailed, "hookproxy: cannot reach \(host): out of file descriptors (see ulimit -n and --max-connections)")
     }
 
     static func shuttingDown(_ host: String) -> ProxyError {

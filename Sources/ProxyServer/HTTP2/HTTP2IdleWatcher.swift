@@ -49,6 +49,8 @@ extension HTTP2IdleWatcher: Sendable {}
 final class OpenStreams: NIOHTTP2StreamDelegate, @unchecked Sendable {
     private let next: any NIOHTTP2StreamDelegate
     private(set) var count = 0
+    /// Whether a stream closed in the event loop's current turn.
+    private(set) var closedThisTurn = false
 
     init(next: any NIOHTTP2StreamDelegate) {
         self.next = next
@@ -58,9 +60,6 @@ final class OpenStreams: NIOHTTP2StreamDelegate, @unchecked Sendable {
         count += 1
         next.streamCreated(id, channel: channel)
     }
-
-    /// Whether a stream closed in the event loop's current turn.
-    private(set) var closedThisTurn = false
 
     func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
         count = max(0, count - 1)
