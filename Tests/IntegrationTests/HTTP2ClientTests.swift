@@ -219,8 +219,9 @@ struct HTTP2ClientTests {
         try await withH2Client({ $0.limits.clientIdleTimeoutMs = 600 }) { client, _, _ in
             let drip = try await client.send("GET", "/drip?chunks=8&interval_ms=300&size=16")
             #expect(drip.status == 200)
+            // The whole body shows the connection stayed open while in use. (Whether it is still open afterwards is
+            // a race: with no stream open it rightly closes 0.6 s later, and a loaded run checked after that.)
             #expect(drip.body.count == 8 * 16, "the whole body, over ~2.1 s of a 0.6 s idle timeout")
-            #expect(client.channel.isActive, "the connection stays open while it is in use")
         }
     }
 
