@@ -135,8 +135,13 @@ final class LogFile {
     static func openError(_ path: String, errno code: Int32) -> LogFileError {
         switch code {
         case ENOENT, ENOTDIR:
-            let directory = (path as NSString).deletingLastPathComponent
-            return .directoryMissing(path, directory: directory.isEmpty ? "." : directory)
+            let parent = (path as NSString).deletingLastPathComponent
+            let directory = parent.isEmpty ? "." : parent
+            // A directory that exists but takes no new files (/proc, /sys) answers ENOENT too: say what the
+            // system said rather than blame a missing directory.
+            var info = stat()
+            if stat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { return .io(path, "cannot create", errno: code) }
+            return .directoryMissing(path, directory: directory)
         case EACCES, EPERM, EROFS: return .permissionDenied(path)
         case EISDIR: return .isDirectory(path)
         default: return .io(path, "cannot open", errno: code)

@@ -189,6 +189,10 @@ import Testing
         #expect(error.description == "hookproxy: cannot create \(missing): directory \(directory.path)/no/such/dir does not exist")
         let isDirectory = try #require(throws: LogFileError.self) { try JSONLWriter(path: directory.path) }
         #expect(isDirectory.description == "hookproxy: \(directory.path) is a directory; give a file path")
+        // /proc exists and refuses new files with ENOENT: the message must not claim the directory is missing.
+        let inProc = try #require(throws: LogFileError.self) { try HARWriter(path: "/proc/hookproxy-test.har", creatorVersion: "1") }
+        #expect(!inProc.isDirectoryMissing)
+        #expect(inProc.description == "hookproxy: cannot create /proc/hookproxy-test.har: No such file or directory")
     }
 }
 
