@@ -245,6 +245,8 @@ final class Exchange {
             verdict = .malformed(ProxyError(.upstreamFailed, "hookproxy: bad response from \(upstreamHead.url.authority): 101 Switching Protocols to a request that asked for no upgrade"))
         } else if let problem = ResponseFraming.sanitize(&head) {
             verdict = .malformed(ProxyError(.upstreamFailed, "hookproxy: bad response from \(upstreamHead.url.authority): \(problem)"))
+        } else if let problem = headTooLargeForClient(head) {
+            verdict = .malformed(ProxyError(.upstreamFailed, "hookproxy: response from \(upstreamHead.url.authority) cannot reach this HTTP/2 client: \(problem)"))
         } else if plan.onRedirect != nil || hopPlan.onChallenge?.action == .cancel,  // (most heads meet no hook)
                   let decision = HookDecisions.onHead(head, .init(
                       request: hopRequest, hopPlan: hopPlan, redirectPolicy: plan.onRedirect, follower: machine.follower,
@@ -256,7 +258,25 @@ final class Exchange {
         perform(machine.upstreamHead(head, verdict))
     }
 
+    /// Why the head, as it would be written, is too large for the client's HTTP/2 stream (nil for HTTP/1 clients,
+    /// which take any head curl took): see `HTTP2HeaderBlock`. Failing the exchange answers 502 on this stream only.
+    private func headTooLargeForClient(_ upstream: ResponseHead) -> String? {
+        guard clientVersion.major >= 2 else { return nil }
+        var head = upstream
+        HopByHop.strip(&head.headers)
+        plan.editResponse(&head)
+        return HTTP2HeaderBlock.problem(status: head.status, head.headers, what: "the response head")
+    }
+
     private func end(_ outcome: UpstreamOutcome) {
+        var outcome = outcome
+        if outcome.error == nil, clientVersion.major >= 2, let trailers = outcome.trailers,
+           let problem = HTTP2HeaderBlock.problem(status: nil, trailers, what: "the trailer block") {
+            // Too large for one frame: the stream is reset (the body is out; only its end is refused), not the
+            // connection with every other stream on it.
+            outcome.error = ProxyError(.upstreamFailed, "hookproxy: response from \(upstreamHead.url.authority) cannot reach this HTTP/2 client: \(problem)")
+            outcome.trailers = nil
+        }
         self.outcome = outcome
         perform(machine.upstreamEnd(error: outcome.error, closedEarly: ProxyError(
             .upstreamClosed, "hookproxy: upstream closed the connection \(self.upstreamHead.url.authority): before a complete response head")))
