@@ -94,6 +94,51 @@ import Testing
         #expect(brNotes == ["body left unchanged: Content-Encoding 'br' is not supported for transforms"])
     }
 
+    @Test("a gzip or zlib body cut short, or with more after its stream, is left as it came, not served as a prefix")
+    func incompleteCompressedBodyIsLeftUnchanged() throws {
+        let transform = try responseTransform("""
+        rules:
+          - name: g
+            response: { body: { replace: [{ text: hello, with: goodbye }] } }
+        """)
+        let text = Array(String(repeating: "hello world, ", count: 400).utf8) + Array(32...126).map(UInt8.init)
+        let gzip = ContentCoding.gzip(text)
+        let cases: [(String, String, [UInt8])] = [
+            ("gzip cut short", "gzip", Array(gzip.prefix(gzip.count - 30))),
+            ("gzip cut before its trailer", "gzip", Array(gzip.dropLast(8))),
+            ("gzip with bytes after the stream", "gzip", gzip + Array("trailing".utf8)),
+            ("two gzip members", "gzip", gzip + ContentCoding.gzip(Array("second".utf8))),
+            ("zlib cut before its check", "deflate", Array(zlib(text).dropLast(4))),
+        ]
+        for (name, coding, body) in cases {
+            var headers: HeaderFields = [("Content-Encoding", coding), ("Content-Length", String(body.count))]
+            let (out, notes) = transform.apply(to: body, headers: &headers)
+            #expect(out == body, "\(name): the body changed")
+            #expect(headers["Content-Encoding"] == coding, "\(name)")
+            #expect(headers["Content-Length"] == String(body.count), "\(name)")
+            #expect(notes.first?.hasPrefix("body left unchanged") == true, "\(name): \(notes)")
+        }
+        // Whole streams still decode (and an empty body needs no decoding).
+        for (coding, body) in [("gzip", gzip), ("deflate", zlib(text))] {
+            var headers: HeaderFields = [("Content-Encoding", coding)]
+            let (out, notes) = transform.apply(to: body, headers: &headers)
+            #expect(out.starts(with: Array("goodbye world".utf8)), "\(coding)")
+            #expect(notes.isEmpty, "\(coding): \(notes)")
+        }
+        var empty: HeaderFields = [("Content-Encoding", "gzip"), ("Content-Length", "0")]
+        #expect(transform.apply(to: [], headers: &empty).notes.isEmpty)
+    }
+
+    /// A zlib stream (RFC 1950) of `bytes`: gzip's deflate data between zlib's header and an Adler-32 trailer.
+    private func zlib(_ bytes: [UInt8]) -> [UInt8] {
+        let gzip = ContentCoding.gzip(bytes)
+        var flagsEnd = 10  // a plain gzip header: no extra, name or comment fields from CompressNIO
+        if gzip[3] & 0x08 != 0 { flagsEnd = gzip[10...].firstIndex(of: 0)! + 1 }
+        let deflate = gzip[flagsEnd..<(gzip.count - 8)]
+        let check = ContentCoding.adler32(bytes)
+        return [0x78, 0x9C] + deflate + [UInt8(check >> 24), UInt8(check >> 16 & 0xFF), UInt8(check >> 8 & 0xFF), UInt8(check & 0xFF)]
+    }
+
     @Test func fileReplacesBodyThenOtherRulesApply() throws {
         let transform = try responseTransform("""
         rules:
