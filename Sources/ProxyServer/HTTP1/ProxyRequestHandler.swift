@@ -32,6 +32,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case closing
         /// `GET /api/events` arrived: the stream starts at the request's end.
         case eventsRequested(RequestContext)
+        /// A viewer API request: its answer is made off the event loop at the request's end (`ViewerGate.queue`).
+        case viewerRequested(@Sendable () -> LocalResponse, keepAlive: Bool, RequestContext)
+        /// The viewer's answer is being made; whatever the client still sends waits in the pipelining handler.
+        case awaitingViewer
         /// The connection carries the viewer's event stream until the client leaves or hookproxy shuts down.
         case streamingEvents(EventStream)
     }
@@ -103,7 +107,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.read, .exchanging(let exchange)) where !exchange.requestBodyComplete && !readPaused:
             exchange.clientTimedOut("client sent no request body bytes for \(seconds) s (--idle-timeout)")
             context.close(promise: nil)
-        case (.read, .answeringLocally), (.read, .connectRequested):
+        case (.read, .answeringLocally), (.read, .connectRequested), (.read, .viewerRequested):
             context.close(promise: nil)
         case (.write, .exchanging(let exchange)) where !context.channel.isWritable || exchange.responseIsComplete:
             // The client stopped reading: curl does not time out a paused transfer, so hookproxy ends it.
@@ -159,7 +163,11 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             state = .answeringLocally(response, keepAlive: keepAlive, events: events, request)
         case (.end, .eventsRequested):
             startEventStream()
-        case (.body, .connectRequested), (_, .tunnelling), (_, .closing), (.body, .eventsRequested), (_, .streamingEvents):
+        case (.end, .viewerRequested(let make, let keepAlive, let request)):
+            if closesAfterRequest { stopReading() }
+            answerViewer(make, keepAlive: keepAlive, request: request)
+        case (.body, .connectRequested), (_, .tunnelling), (_, .closing), (.body, .eventsRequested), (_, .streamingEvents),
+             (.body, .viewerRequested), (_, .awaitingViewer):
             break
         case (.head, _), (.body, .idle), (.end, .idle):
             illegalTransition("request part in state \(state)")
@@ -239,6 +247,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             case .events:
                 state = .eventsRequested(request)
+                return
+            case .deferred(let make):
+                state = .viewerRequested(make, keepAlive: keepAlive, request)
                 return
             }
         }
@@ -494,6 +505,21 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         pipeline.removeHandler(decoder, promise: removed)
         removed.futureResult.whenSuccess { channel.pipeline.fireChannelReadComplete() }
         return removed.futureResult
+    }
+
+    /// Makes the viewer's answer on `ViewerGate.queue`, then writes it on the loop (unless the client left).
+    private func answerViewer(_ make: @escaping @Sendable () -> LocalResponse, keepAlive: Bool, request: RequestContext) {
+        state = .awaitingViewer
+        let loop = eventLoop!
+        let handler = NIOLoopBound(self, eventLoop: loop)
+        ViewerGate.queue.async {
+            let response = make()
+            loop.execute {
+                let handler = handler.value
+                guard case .awaitingViewer = handler.state, handler.context != nil else { return }
+                handler.writeLocal(response, keepAlive: keepAlive, events: [], request: request)
+            }
+        }
     }
 
     private func startEventStream() {

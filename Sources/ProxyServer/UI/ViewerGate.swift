@@ -22,7 +22,16 @@ enum ViewerGate {
         case answer(LocalResponse)
         /// `GET /api/events`: start the event stream at the request's end.
         case events
+        /// An answer of the API, made at the request's end off the event loop (`queue`): a HAR download or a list
+        /// with bodies serializes up to the store's whole byte budget, which would stall every connection of the loop.
+        case deferred(@Sendable () -> LocalResponse)
     }
+
+    /// Where the API's answers are made: one at a time, so however many are asked for at once, one answer is being
+    /// built (its memory with it) while the proxy's event loops go on.
+    static let queue = DispatchQueue(label: "hookproxy.viewer-api")
+    /// Below this much in the store, every answer is quick: made on the loop, without the hop to `queue`.
+    static let inlineBytes = 1 << 20
 
     static func decide(_ head: HTTPRequestHead, viewer: Viewer, listening: (host: String, port: Int)?,
                        credentials: ProxyCredentials?, ca: LazyCertificateAuthority) -> Decision {
@@ -51,6 +60,15 @@ enum ViewerGate {
             let origin = head.headers.first(name: "origin")?.lowercased()
             guard origin == "http://" + hostHeader.lowercased() else {
                 return .answer(refusal(403, "hookproxy: POST to the viewer needs the viewer's own Origin (http://\(hostHeader.prefix(200))), got \(origin.map { "'\($0.prefix(200))'" } ?? "none")"))
+            }
+        }
+        if path != "/api/events", path.hasPrefix("/api/"), viewer.store.bytes >= inlineBytes {
+            let api = viewer.api
+            return .deferred {
+                switch api.answer(method: method, path: path, query: query) {
+                case .response(let head, let body): LocalResponse(head: head, body: body)
+                case .events: LocalResponse.text(500, "hookproxy: internal error: an event stream off /api/events\n", headers: ViewerAnswer.commonHeaders)
+                }
             }
         }
         switch viewer.api.answer(method: method, path: path, query: query) {
