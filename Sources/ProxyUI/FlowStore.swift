@@ -110,6 +110,15 @@ public final class FlowStore: FlowRecorder, Sendable {
         state.withLock { $0.flows[id] }
     }
 
+    /// The flow with `id` and its version: the number of its latest change, which changes whenever the flow does
+    /// (so what was made from one version, the event stream's JSON, can be shared until the next).
+    public func flowAndVersion(id: Int) -> (flow: Flow, version: Int)? {
+        state.withLock { state in
+            guard let flow = state.flows[id], let version = state.latestChange[id] else { return nil }
+            return (flow, version)
+        }
+    }
+
     public var count: Int { state.withLock { $0.flows.count } }
 
     /// Bytes held by the flows kept (as counted against `limits.maxBytes`).

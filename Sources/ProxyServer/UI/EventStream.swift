@@ -105,14 +105,17 @@ final class EventStream {
     private func append(_ change: FlowStore.Change, to events: inout ByteBuffer, secondLook: Bool) {
         switch change {
         case .flow(let id):
-            guard let flow = viewer.store.flow(id: id) else { return }
+            guard let (flow, version) = viewer.store.flowAndVersion(id: id) else { return }
             if secondLook && flow.done { return }
             if !secondLook && !flow.done {
                 // Most exchanges end within moments: read again at the next drain, it is then one event (done).
                 young.append((id, eventLoop.now))
                 return
             }
-            let json = FlowJSON.object(viewer.redactor.redact(flow.recordWithoutBodies), state: flow.state, bodies: false)
+            let viewer = self.viewer
+            let json = viewer.events.bytes(id: id, version: version) {
+                FlowJSON.object(viewer.redactor.redact(flow.recordWithoutBodies), state: flow.state, bodies: false)
+            }
             events.writeStaticString("event: flow\ndata: ")
             events.writeBytes(json)
             events.writeStaticString("\n\n")
