@@ -31,6 +31,11 @@ enum HTTP2HeaderBlock {
 
     /// Why `fields` cannot go to an HTTP/2 client in one frame, or nil when they can.
     static func problem(status: Int?, _ fields: HeaderFields, what: String) -> String? {
+        // Huffman coding makes a byte at most 30 bits, and a field's own framing takes a few bytes: a block whose raw
+        // size times four stays under the limit fits without being encoded (nearly every head).
+        var raw = 16
+        for field in fields { raw += field.name.utf8.count + field.value.utf8.count + 8 }
+        if raw * 4 <= limit { return nil }
         let size = encodedSize(status: status, fields)
         guard size > limit else { return nil }
         return "\(what) is \(size) bytes as HTTP/2 HEADERS, more than one frame carries (16384 bytes); hookproxy sends no CONTINUATION frames"
