@@ -44,4 +44,34 @@ struct HTTP2HeaderBlockTests {
             }
         }
     }
+
+    @Test("trailers too large for one HEADERS frame reset their stream; the connection's other streams go on")
+    func oversizedTrailersResetOnlyTheirStream() async throws {
+        // Eight trailer lines of 4000 mixed characters: each under curl 7.88's limit for a trailer line (about 8000
+        // fails with "Out of memory in chunked-encoding"), together well over a frame even Huffman-coded.
+        let lines = (1...8).map { n in
+            "X-Big-\(n): " + (0..<4000).map { i in String("aZ0-x9Qk".randomElement()!) + (i % 97 == 0 ? "/" : "") }.joined() + "\r\n"
+        }.joined()
+        // An HTTP/1.1 origin whose chunked answer ends in a large trailer block.
+        let script: [MisbehavingOrigin.Step] = [
+            .text("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-Big-1\r\n\r\n"),
+            .text("5\r\nhello\r\n0\r\n\(lines)\r\n"),
+        ]
+        try await MisbehavingOrigin.with(script, tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
+            try await withInterceptingProxy { proxy, _ in
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
+                defer { Task { await client.close() } }
+                let first = try await client.open("GET", "/big-trailers", headers: [("te", "trailers")]).response()
+                #expect(first.status == 200)
+                #expect(first.reset != nil || first.failure != nil, "the stream must not end cleanly without its trailers")
+                #expect(first.trailers == nil)
+                // The connection carries on: a second stream gets its own (equally refused) answer, not a GOAWAY.
+                let second = try await client.open("GET", "/again", headers: [("te", "trailers")]).response()
+                #expect(second.status == 200, "\(second.failure ?? "")")
+                let records = await Hooks.records(proxy, count: 2)
+                #expect(records.allSatisfy { $0.error?.contains("trailer block") == true }, "\(records.compactMap(\.error))")
+            }
+        }
+    }
 }
