@@ -276,7 +276,9 @@ final class RawListener: @unchecked Sendable {
     private var fd: Int32
     let port: Int
 
-    init() throws {
+    /// `backlog` is `listen`'s: 0 lets one connection wait unaccepted, and the kernel drops the SYNs of later ones
+    /// (their connects stay pending, retrying) until it is accepted.
+    init(backlog: Int32 = 16) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RawClient.Failure("socket: \(String(cString: strerror(errno)))") }
         var address = sockaddr_in()
@@ -286,7 +288,7 @@ final class RawListener: @unchecked Sendable {
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in
-                bind(fd, sockaddr, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, sockaddr, &length) == 0
+                bind(fd, sockaddr, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, sockaddr, &length) == 0
             }
         }
         guard bound else {

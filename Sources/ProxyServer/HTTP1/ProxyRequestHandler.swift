@@ -146,6 +146,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             writeLocal(response, keepAlive: keepAlive, events: events, request: request)
         case (.end, .connectRequested(let request)):
             state = .tunnelling
+            // Until the 200 is written nothing more is read from the client, however long the connect takes: the
+            // decoder stopped at the CONNECT head, and NIO's pipelining handler holds every read while a response is
+            // due (ConnectSetupBoundTests). What the client sends meanwhile waits in the kernel, held back by TCP.
             // Not from inside the decoder's callback: the tunnel replaces the HTTP handlers, the decoder included.
             context.eventLoop.assumeIsolated().execute { [self] in
                 guard let context = self.context else { return }
