@@ -11,7 +11,8 @@ import ProxyModel
 /// and the socket closes when both are closed. Reading is explicit (`autoRead` off), one read per request, so that
 /// `setReading(false)` holds the server back. NIO still reads on its own when the server closes or resets (it drains
 /// the socket to the end then): what comes while reading is held waits here, the close after it, until reading
-/// resumes (as with curl, which does not look at the socket then).
+/// resumes (as with curl, which does not look at the socket then); the connection is told at once that the server
+/// finished sending, so a relay can bound its wait for a client that no longer takes bytes.
 ///
 /// Loop-bound: the last handler of the channel's pipeline, on the connection's loop.
 final class UpstreamChannelHandler: ChannelInboundHandler {
@@ -151,6 +152,7 @@ final class UpstreamChannelHandler: ChannelInboundHandler {
         let why = failure.map { "\($0)" }
         guard (reading && held.isEmpty) || writeFailed else {
             heldClose = .some(why)  // after the bytes held, when reading resumes
+            connection.channelClosedBehindHeldBytes()  // but the relay may want to know now (a client not reading)
             return
         }
         self.connection = nil

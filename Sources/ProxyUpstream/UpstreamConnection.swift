@@ -7,8 +7,8 @@ import ProxyModel
 ///
 /// Every method is called on the event loop the connection was asked for, in order: `upstreamConnected` or
 /// `upstreamConnectFailed` once; after `upstreamConnected`, `upstreamReceived` any number of times, interleaved with
-/// `upstreamWritable`, then `upstreamClosed` at most once (not after the caller's own `close` or `closeWhenSent`).
-/// None may block.
+/// `upstreamWritable`, then `upstreamClosed` at most once (not after the caller's own `close` or `closeWhenSent`);
+/// `upstreamFinishedSending` may come before `upstreamClosed`. None may block.
 public protocol UpstreamConnectionDelegate: AnyObject {
     /// Connected (and, for https, the server's chain judged by `trust` or curl): the outcome carries the timings
     /// and the trust events. The connection starts reading at once.
@@ -21,6 +21,14 @@ public protocol UpstreamConnectionDelegate: AnyObject {
     func upstreamWritable()
     /// The server closed its side (nil), or the connection failed (the error). The connection is closed.
     func upstreamClosed(_ error: ProxyError?)
+    /// The server closed or reset the connection while reading was held (`setReading(false)`): nothing comes after
+    /// the bytes read before that, and `upstreamClosed` follows once they are delivered (reading resumes). Only a
+    /// connection carried by a NIO channel knows it this early (curl does not look at a socket it is not reading).
+    func upstreamFinishedSending()
+}
+
+extension UpstreamConnectionDelegate {
+    public func upstreamFinishedSending() {}
 }
 
 /// A connection to the server that curl made (DNS, `--upstream-proxy` tunnel, TLS with `trust`) and then handed
@@ -291,6 +299,12 @@ public final class UpstreamConnection {
         bufferedBytes = channel?.bufferedBytes ?? 0
         if closeWatch != nil { return finish() }  // everything went out (`closeWhenSent`)
         delegate?.upstreamWritable()
+    }
+
+    /// The channel closed while reading was held: `channelClosed` follows once what was read before is delivered.
+    func channelClosedBehindHeldBytes() {
+        guard isOpen else { return }
+        delegate?.upstreamFinishedSending()
     }
 
     /// The channel closed: the server closed its side (nil) or the connection failed (why).

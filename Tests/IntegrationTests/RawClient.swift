@@ -50,11 +50,16 @@ final class RawClient: @unchecked Sendable {
 
     deinit { closeNow() }
 
-    /// Connects to 127.0.0.1:`port`. `readTimeout` bounds each wait for bytes.
-    static func connect(port: Int, readTimeout: Duration = .seconds(10)) async throws -> RawClient {
+    /// Connects to 127.0.0.1:`port`. `readTimeout` bounds each wait for bytes. `receiveBuffer` sets `SO_RCVBUF`
+    /// before the connect (so the window it announces is small from the start): a client that stops reading then
+    /// holds back only that much.
+    static func connect(port: Int, readTimeout: Duration = .seconds(10), receiveBuffer: Int? = nil) async throws -> RawClient {
         try await blocking {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
+            if var size = receiveBuffer.map(Int32.init) {
+                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -120,6 +125,16 @@ final class RawClient: @unchecked Sendable {
         }
     }
 
+    /// Reads what arrives, at most `count` bytes (one `recv` when nothing is buffered; none after the peer closed).
+    func read(upTo count: Int) async throws -> [UInt8] {
+        try await RawClient.blocking {
+            if self.buffer.isEmpty && !self.sawEOF { try self.fill(upTo: count) }
+            let taken = Array(self.buffer.prefix(count))
+            self.buffer.removeFirst(taken.count)
+            return taken
+        }
+    }
+
     /// Whether the peer closed the connection within the read timeout (bytes still arriving are discarded).
     func waitForClose() async -> Bool {
         (try? await RawClient.blocking { () throws -> Bool in
@@ -172,9 +187,9 @@ final class RawClient: @unchecked Sendable {
     }
 
     /// One `recv`: appends what arrived; sets `sawEOF` on 0; throws on a timeout or an error.
-    private func fill() throws {
+    private func fill(upTo limit: Int = 256 * 1024) throws {
         guard fd >= 0 else { throw Failure("read on a closed client") }
-        var chunk = [UInt8](repeating: 0, count: 256 * 1024)
+        var chunk = [UInt8](repeating: 0, count: limit)
         let got = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if got > 0 {
             buffer.append(contentsOf: chunk[0..<got])

@@ -4,8 +4,9 @@ import ProxyUpstream
 
 /// An upgrade to a protocol other than WebSocket that the server accepted with 101: the bytes are relayed as they
 /// come, both ways, with the same backpressure as a WebSocket session, and counted for the log. When either side
-/// leaves, what was already taken from it still goes to the other before that connection closes (toward the server
-/// bounded by `--idle-timeout`: `UpstreamConnection.closeWhenSent`).
+/// leaves, what was already taken from it still goes to the other before that connection closes, bounded by
+/// `--idle-timeout` both ways: toward the server by `UpstreamConnection.closeWhenSent`, toward the client, once the
+/// server has finished, by `ClientDrainWatch`.
 ///
 /// Threading: the client connection's event loop; the last handler of the client's pipeline.
 final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
@@ -19,11 +20,13 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     private var log: WebSocketLog
     private var reads = ReadGate()
     private var ended = false
+    private let drain: ClientDrainWatch
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
         self.handshake = handshake
         self.upstream = upstream
         self.log = WebSocketLog(protocolName: handshake.protocolName)
+        self.drain = ClientDrainWatch(timeout: handshake.clientIdleTimeout)
     }
 
     func install(on pipeline: ChannelPipeline.SynchronousOperations) throws {
@@ -38,6 +41,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
 
     /// The context holds this handler: keeping it would keep both (and the channel) alive after the close.
     func handlerRemoved(context: ChannelHandlerContext) {
+        drain.cancel()
         self.context = nil
     }
 
@@ -70,6 +74,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     func upstreamReceived(_ bytes: ByteBuffer) {
         guard let context else { return }
         log.receivedBytes += bytes.readableBytes
+        drain.noteDelivered()
         context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
         if !context.channel.isWritable { upstream.setReading(false) }
     }
@@ -80,6 +85,20 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
 
     func upstreamClosed(_ error: ProxyError?) {
         end(by: .server, error?.message ?? "server closed the connection")
+    }
+
+    func upstreamFinishedSending() {
+        watchClientDrain()
+    }
+
+    /// From the server's end on: a client that takes nothing for `--idle-timeout` is let go, and the session ends.
+    private func watchClientDrain() {
+        guard let context else { return }
+        drain.start(context) { [self] in
+            let seconds = Double(handshake.proxy.limits.clientIdleTimeoutMs) / 1000
+            end(by: .server, "server closed the connection; the client took nothing for \(seconds) s (--idle-timeout)")
+            self.context?.close(promise: nil)
+        }
     }
 
     /// Ends the relay once. With `sendingRest` (the client left) the bytes still queued for the server go out before
@@ -98,6 +117,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
                 context.close(promise: nil)
             }
+            watchClientDrain()
         }
         handshake.sessionEnded(log)
     }

@@ -178,6 +178,10 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         if case .upgraded = state { relay?.upstreamWritable() }
     }
 
+    func upstreamFinishedSending() {
+        if case .upgraded = state { relay?.upstreamFinishedSending() }
+    }
+
     func upstreamClosed(_ error: ProxyError?) {
         switch state {
         case .awaitingHead:
@@ -401,6 +405,8 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     /// `--idle-timeout`: how long a relay whose client left waits for a server that takes no byte of what is still
     /// to send (`UpstreamConnection.closeWhenSent`).
     var upstreamIdleTimeout: TimeAmount { .milliseconds(Int64(proxy.engine.settings.idleTimeoutMs)) }
+    /// `--idle-timeout` on the client's side: how long a relay whose server finished waits for the client to read.
+    var clientIdleTimeout: TimeAmount { .milliseconds(Int64(proxy.limits.clientIdleTimeoutMs)) }
 
     func record(response: ResponseHead?, webSocket: WebSocketLog?, error: String?, events: [HookEvent] = []) -> FlowRecord {
         var flow = request.record(
@@ -425,6 +431,8 @@ protocol UpgradeRelay: AnyObject {
     func upstreamReceived(_ bytes: ByteBuffer)
     func upstreamWritable()
     func upstreamClosed(_ error: ProxyError?)
+    /// The server finished while reading it was held (the client is behind): `upstreamClosed` follows later.
+    func upstreamFinishedSending()
     /// The client connection could not be handed over (it closed meanwhile).
     func clientClosed()
 }

@@ -13,7 +13,8 @@ import ProxyUpstream
 /// messages. Ping, pong and close frames pass both ways; a side that vanishes closes the other. What was already
 /// taken from the side that left still goes to the other before that connection closes: toward the client through
 /// NIO's pending writes, toward the server (the client's close frame too) through `UpstreamConnection.closeWhenSent`,
-/// bounded by `--idle-timeout`. A session that ends on an error (a bad frame, a message it cannot compress, the
+/// both bounded by `--idle-timeout`: once the server has finished (or the session ended), a client that takes none
+/// of what is queued for it for that long is let go (`ClientDrainWatch`). A session that ends on an error (a bad frame, a message it cannot compress, the
 /// server gone) closes the server's connection at once.
 ///
 /// Backpressure: reading the client waits while the upstream connection holds more than `highWater` bytes; reading
@@ -41,11 +42,13 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private var toClient: MessageFlow
     private var reads = ReadGate()
     private var ended = false
+    private let drain: ClientDrainWatch
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
         self.handshake = handshake
         self.upstream = upstream
         self.log = WebSocketLog(protocolName: "websocket")
+        self.drain = ClientDrainWatch(timeout: handshake.clientIdleTimeout)
         self.captureLimit = handshake.proxy.configuration.captureBodies ? handshake.proxy.limits.captureLimit : 0
         let deflate = handshake.responseHeaders.flatMap {
             DeflateAgreement(serverAnswer: $0.values(for: "sec-websocket-extensions"))
@@ -80,6 +83,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     /// The context holds this handler: keeping it would keep both (and the channel) alive after the close.
     func handlerRemoved(context: ChannelHandlerContext) {
+        drain.cancel()
         self.context = nil
     }
 
@@ -125,6 +129,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     func upstreamReceived(_ bytes: ByteBuffer) {
         guard let codec = upstreamCodec, let context else { return }
+        drain.noteDelivered()
         // What `writeInbound` does, without the copy of the inbound buffer it returns.
         let pipeline = codec.pipeline.syncOperations
         pipeline.fireChannelRead(NIOAny(bytes))
@@ -154,6 +159,21 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     func upstreamClosed(_ error: ProxyError?) {
         end(WebSocketLog.Close(code: nil, reason: error?.message ?? "server closed the connection", by: .server))
+    }
+
+    func upstreamFinishedSending() {
+        watchClientDrain()
+    }
+
+    /// From the server's end on: a client that takes nothing for `--idle-timeout` is let go, and the session ends.
+    private func watchClientDrain() {
+        guard let context else { return }
+        drain.start(context) { [self] in
+            let seconds = Double(handshake.proxy.limits.clientIdleTimeoutMs) / 1000
+            end(WebSocketLog.Close(code: nil, reason: "server closed the connection; the client took nothing for \(seconds) s (--idle-timeout)",
+                                   by: .server))
+            self.context?.close(promise: nil)
+        }
     }
 
     private func sendUpstream(_ frame: WebSocketFrame) {
@@ -258,6 +278,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
                 encoder.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
                     context.close(promise: nil)
                 }
+                watchClientDrain()
             } else {
                 context.close(promise: nil)
             }

@@ -1,0 +1,209 @@
+import Foundation
+import ProxyModel
+@testable import ProxyServer
+import ProxyTestSupport
+import Testing
+
+/// Once the server side of a WebSocket session or a raw upgrade has finished, hookproxy waits for the client to take
+/// what is queued for it, bounded by `--idle-timeout` (`ClientDrainWatch`): the idle handler left at the upgrade, and
+/// a client that stopped reading held its connection and its `--max-connections` slot for as long as it stayed
+/// connected. A client that reads slowly but keeps reading still gets everything.
+///
+/// The server is a raw socket (`RawListener`) that answers 101 and floods the client; the client (`RawClient`, a small
+/// `SO_RCVBUF`) reads nothing after the 101, so the flood fills every buffer on the way and the server's writes stall.
+@Suite("upgrades: a client that stops reading after the server finished is let go", .timeLimit(.minutes(3)))
+struct UpgradeClientDrainTests {
+    /// `--idle-timeout`: a stalled client is let go one to two of them after its last progress (checked once per
+    /// timeout); the tests allow 9 s, room for a loaded machine, against never.
+    static let idleTimeoutMs = 1000
+
+    /// The protocols: a WebSocket session, and a protocol relayed as bytes.
+    enum Relay: String, CaseIterable, Sendable {
+        case websocket, raw
+
+        func handshake(port: Int) -> String {
+            switch self {
+            case .websocket:
+                WebSocketWire.handshake("http://127.0.0.1:\(port)/", host: "127.0.0.1:\(port)")
+            case .raw:
+                rawRequest("GET http://127.0.0.1:\(port)/ HTTP/1.1", ["Host: 127.0.0.1:\(port)", "Upgrade: relay-test",
+                                                                       "Connection: Upgrade"])
+            }
+        }
+
+        var accept: String {
+            switch self {
+            case .websocket: WebSocketAdversarialTests.accept
+            case .raw: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: relay-test\r\nConnection: Upgrade\r\n\r\n"
+            }
+        }
+
+        /// What the server sends, `count` bytes of data: as unmasked binary frames of 60,000 bytes for a WebSocket.
+        func payload(_ count: Int) -> [UInt8] {
+            let data = pattern(count: count)
+            guard self == .websocket else { return data }
+            return stride(from: 0, to: count, by: 60_000).flatMap {
+                WebSocketWire.frame(opcode: 2, Array(data[$0..<min(count, $0 + 60_000)]), masked: false)
+            }
+        }
+    }
+
+    @Test("the server floods a client that reads nothing, then resets: the client is closed within --idle-timeout, its slot freed",
+          arguments: Relay.allCases)
+    func stalledClientLetGo(relay: Relay) async throws {
+        let listener = try RawListener()
+        defer { listener.close() }
+        try await withProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy in
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10), receiveBuffer: 4096)
+            defer { client.close() }
+            try await client.send(relay.handshake(port: listener.port))
+            // A send that waits 500 ms (SO_SNDTIMEO) throws: every buffer between the server and the client is full.
+            let server = try await listener.accept(readTimeout: .milliseconds(500))
+            defer { server.close() }
+            _ = try await Self.readHead(server)
+            try await server.send(relay.accept)
+            #expect(try await client.readResponse().status == 101)
+            let chunk = relay.payload(240_000)
+            let cap = 256 * 1024 * 1024
+            var sent = 0
+            let deadline = ContinuousClock.now + .seconds(30)
+            while sent < cap, ContinuousClock.now < deadline, (try? await server.send(chunk)) != nil { sent += chunk.count }
+            #expect(sent < cap, "the proxy took \(sent) bytes for a client that reads none")
+            // The server is gone: an RST, which reaches the proxy whatever it has not read (a FIN would wait behind
+            // the bytes still in the server's send buffer).
+            server.reset()
+            let closedAt = ContinuousClock.now
+            let released = await eventually(timeout: .seconds(15)) {
+                SocketCensus.count(localPort: proxy.port) == 0 && proxy.server.context.connections.openChannels.isEmpty
+            }
+            let took = ContinuousClock.now - closedAt
+            #expect(released, "the proxy still holds the client's connection \(took) after the server left")
+            #expect(took < .seconds(9), "let go after \(took) (--idle-timeout \(Self.idleTimeoutMs) ms)")
+            let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
+            #expect(record.webSocket?.close?.by == .server)
+            #expect(record.webSocket?.close?.reason.contains("--idle-timeout") == true,
+                    "\(String(describing: record.webSocket?.close))")
+        }
+    }
+
+    @Test("a session that ends on the client's bad frame while the client reads nothing: its connection is closed within --idle-timeout")
+    func endedSessionStalledClient() async throws {
+        let listener = try RawListener()
+        defer { listener.close() }
+        try await withProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy in
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10), receiveBuffer: 4096)
+            defer { client.close() }
+            try await client.send(Relay.websocket.handshake(port: listener.port))
+            let server = try await listener.accept(readTimeout: .milliseconds(500))
+            defer { server.close() }
+            _ = try await Self.readHead(server)
+            try await server.send(Relay.websocket.accept)
+            #expect(try await client.readResponse().status == 101)
+            let chunk = Relay.websocket.payload(240_000)
+            var sent = 0
+            let deadline = ContinuousClock.now + .seconds(30)
+            while sent < 256 * 1024 * 1024, ContinuousClock.now < deadline, (try? await server.send(chunk)) != nil { sent += chunk.count }
+            // The session ends (1002) with the flood still queued for the client, which reads none of it.
+            try await client.send(WebSocketWire.fragmentedPing())
+            let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
+            #expect(record.webSocket?.close?.code == 1002)
+            let endedAt = ContinuousClock.now
+            let released = await eventually(timeout: .seconds(15)) {
+                SocketCensus.count(localPort: proxy.port) == 0 && proxy.server.context.connections.openChannels.isEmpty
+            }
+            let took = ContinuousClock.now - endedAt
+            #expect(released, "the proxy still holds the client's connection \(took) after the session ended")
+            #expect(took < .seconds(9), "let go after \(took) (--idle-timeout \(Self.idleTimeoutMs) ms)")
+        }
+    }
+
+    @Test("the server sends its bytes and closes; a client reading slowly, with pauses, gets every byte and the close",
+          arguments: Relay.allCases)
+    func slowReaderGetsEverything(relay: Relay) async throws {
+        let listener = try RawListener()
+        defer { listener.close() }
+        try await withProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy in
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10))
+            defer { client.close() }
+            try await client.send(relay.handshake(port: listener.port))
+            let server = try await listener.accept(readTimeout: .seconds(60))
+            defer { server.close() }
+            _ = try await Self.readHead(server)
+            try await server.send(relay.accept)
+            #expect(try await client.readResponse().status == 101)
+            let payload = relay.payload(12 * 1024 * 1024)
+            let sending = Task {
+                try await server.send(payload)
+                server.close()
+                return ContinuousClock.now
+            }
+            // About 2.5 MB/s: the client is still reading, for seconds, after the server closed.
+            var received: [UInt8] = []
+            let deadline = ContinuousClock.now + .seconds(60)
+            while received.count < payload.count, !client.sawEOF, ContinuousClock.now < deadline {
+                received += try await client.read(upTo: 256 * 1024)
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            received += try await client.readToEOF()
+            let drained = ContinuousClock.now
+            let serverClosed = try await sending.value
+            print("upgrade drain (\(relay)): the client took \(drained - serverClosed) after the server closed")
+            #expect(received.count == payload.count)
+            #expect(received == payload, "\(relay): the bytes differ")
+            let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
+            #expect(record.webSocket?.close?.by == .server)
+            #expect(record.webSocket?.close?.reason == "server closed the connection", "\(String(describing: record.webSocket?.close))")
+        }
+    }
+
+    @Test("the server floods a client that reads slowly, then resets: the client still gets every byte the proxy took, over many --idle-timeouts")
+    func slowReaderAfterReset() async throws {
+        let listener = try RawListener()
+        defer { listener.close() }
+        try await withProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy in
+            // A small receive buffer: each read the client makes opens its window, so the proxy's kernel sees it (a
+            // large one lets a slow client read for seconds from its own buffer while nothing moves on the wire).
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10), receiveBuffer: 64 * 1024)
+            defer { client.close() }
+            try await client.send(Relay.raw.handshake(port: listener.port))
+            let server = try await listener.accept(readTimeout: .milliseconds(500))
+            defer { server.close() }
+            _ = try await Self.readHead(server)
+            try await server.send(Relay.raw.accept)
+            #expect(try await client.readResponse().status == 101)
+            let payload = Relay.raw.payload(64 * 1024 * 1024)
+            let flooding = Task {
+                var sent = 0
+                while sent < payload.count, (try? await server.send(Array(payload[sent..<sent + 64 * 1024]))) != nil { sent += 64 * 1024 }
+                server.reset()
+                return ContinuousClock.now
+            }
+            // About 240 KB/s for 10 s (the proxy holds megabytes: its backlog and the kernel's stand still for longer
+            // than one --idle-timeout at a time), then as fast as it comes.
+            var received: [UInt8] = []
+            let slowUntil = ContinuousClock.now + .seconds(10), deadline = ContinuousClock.now + .seconds(60)
+            while !client.sawEOF, ContinuousClock.now < deadline {
+                received += try await client.read(upTo: 48 * 1024)
+                if ContinuousClock.now < slowUntil { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            let reset = await flooding.value
+            print("upgrade drain after reset: the client took \(ContinuousClock.now - reset) and \(received.count) bytes")
+            let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
+            #expect(record.webSocket?.close?.by == .server)
+            #expect(record.webSocket?.close?.reason.contains("--idle-timeout") == false, "\(String(describing: record.webSocket?.close))")
+            #expect(received.count == record.webSocket?.receivedBytes)
+            #expect(received == Array(payload.prefix(received.count)))
+        }
+    }
+
+    /// Reads a request head (to its empty line), bounded by the connection's read timeout.
+    static func readHead(_ connection: RawClient) async throws -> String {
+        var head: [UInt8] = []
+        for _ in 0..<100 where !String(decoding: head, as: UTF8.self).contains("\r\n\r\n") {
+            let more = try await connection.read(atLeast: 1)
+            if more.isEmpty { break }
+            head += more
+        }
+        return String(decoding: head, as: UTF8.self)
+    }
+}
