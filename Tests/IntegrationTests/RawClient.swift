@@ -125,13 +125,23 @@ final class RawClient: @unchecked Sendable {
         }
     }
 
-    /// Reads what arrives, at most `count` bytes (one `recv` when nothing is buffered; none after the peer closed).
-    func read(upTo count: Int) async throws -> [UInt8] {
+    /// Reads until the peer closes or `deadline` passes, at most `step` bytes per `recv`, pausing `pause` after each
+    /// while `slowUntil` has not passed: a slow reader, paced on a thread of its own (a loaded machine stretches a
+    /// task's sleeps, not a thread's much).
+    func readPaced(step: Int, pause: Duration, slowUntil: ContinuousClock.Instant,
+                   deadline: ContinuousClock.Instant) async throws -> [UInt8] {
         try await RawClient.blocking {
-            if self.buffer.isEmpty && !self.sawEOF { try self.fill(upTo: count) }
-            let taken = Array(self.buffer.prefix(count))
-            self.buffer.removeFirst(taken.count)
-            return taken
+            var received = self.buffer
+            self.buffer.removeAll()
+            while !self.sawEOF, ContinuousClock.now < deadline {
+                try self.fill(upTo: step)
+                received += self.buffer
+                self.buffer.removeAll()
+                if ContinuousClock.now < slowUntil {
+                    Thread.sleep(forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
+                }
+            }
+            return received
         }
     }
 

@@ -117,7 +117,7 @@ struct UpgradeClientDrainTests {
         }
     }
 
-    @Test("the server sends its bytes and closes; a client reading slowly, with pauses, gets every byte and the close",
+    @Test("the server sends 8 MiB and closes; a client reading slowly, with pauses, gets every byte and the close",
           arguments: Relay.allCases)
     func slowReaderGetsEverything(relay: Relay) async throws {
         let listener = try RawListener()
@@ -131,20 +131,15 @@ struct UpgradeClientDrainTests {
             _ = try await Self.readHead(server)
             try await server.send(relay.accept)
             #expect(try await client.readResponse().status == 101)
-            let payload = relay.payload(12 * 1024 * 1024)
+            let payload = relay.payload(8 * 1024 * 1024)
             let sending = Task {
                 try await server.send(payload)
                 server.close()
                 return ContinuousClock.now
             }
             // About 2.5 MB/s: the client is still reading, for seconds, after the server closed.
-            var received: [UInt8] = []
-            let deadline = ContinuousClock.now + .seconds(60)
-            while received.count < payload.count, !client.sawEOF, ContinuousClock.now < deadline {
-                received += try await client.read(upTo: 256 * 1024)
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            received += try await client.readToEOF()
+            let received = try await client.readPaced(step: 256 * 1024, pause: .milliseconds(100),
+                                                      slowUntil: .now + .seconds(60), deadline: .now + .seconds(60))
             let drained = ContinuousClock.now
             let serverClosed = try await sending.value
             print("upgrade drain (\(relay)): the client took \(drained - serverClosed) after the server closed")
@@ -171,7 +166,7 @@ struct UpgradeClientDrainTests {
             _ = try await Self.readHead(server)
             try await server.send(Relay.raw.accept)
             #expect(try await client.readResponse().status == 101)
-            let payload = Relay.raw.payload(64 * 1024 * 1024)
+            let payload = Relay.raw.payload(16 * 1024 * 1024)
             let flooding = Task {
                 var sent = 0
                 while sent < payload.count, (try? await server.send(Array(payload[sent..<sent + 64 * 1024]))) != nil { sent += 64 * 1024 }
@@ -180,12 +175,8 @@ struct UpgradeClientDrainTests {
             }
             // About 240 KB/s for 10 s (the proxy holds megabytes: its backlog and the kernel's stand still for longer
             // than one --idle-timeout at a time), then as fast as it comes.
-            var received: [UInt8] = []
-            let slowUntil = ContinuousClock.now + .seconds(10), deadline = ContinuousClock.now + .seconds(60)
-            while !client.sawEOF, ContinuousClock.now < deadline {
-                received += try await client.read(upTo: 48 * 1024)
-                if ContinuousClock.now < slowUntil { try await Task.sleep(for: .milliseconds(200)) }
-            }
+            let received = try await client.readPaced(step: 48 * 1024, pause: .milliseconds(200),
+                                                      slowUntil: .now + .seconds(10), deadline: .now + .seconds(60))
             let reset = await flooding.value
             print("upgrade drain after reset: the client took \(ContinuousClock.now - reset) and \(received.count) bytes")
             let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
