@@ -228,6 +228,10 @@ extension CurlTransfer {
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
             CURLE_SSL_CACERT_BADFILE, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_ISSUER_ERROR:
             (kind, what) = (.tlsFailed, "TLS failure")
+        case CURLE_RECV_ERROR where reason.hasSuffix("in chunked-encoding"):
+            // curl's chunk parser fails with a receive error: a bad chunk size, or a chunk or trailer line longer
+            // than it takes (which it calls "Out of memory"). The server sent it; it did not close.
+            return ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): its chunked body is malformed or has a line too long (libcurl: \(reason))")
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
             (kind, what) = (.upstreamClosed, "upstream closed the connection")
         default: (kind, what) = (.upstreamFailed, "upstream error")

@@ -77,6 +77,22 @@ struct AdversarialUpstreamTests {
         }
     }
 
+    @Test("a malformed chunked body is logged as a bad response, not as a closed connection",
+          arguments: ["zz\r\nhello\r\n0\r\n\r\n",
+                      "5\r\nhello\r\n0\r\nX-Long: " + String(repeating: "a", count: 9000) + "\r\n\r\n"])
+    func malformedChunkedBody(_ chunks: String) async throws {
+        let script: [MisbehavingOrigin.Step] = [.text("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks), .hang]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                _ = try? await get(proxy, origin)  // the head may be out before the body fails: the client sees a cut
+                let record = try #require(await Hooks.records(proxy).first)
+                let error = try #require(record.error)
+                #expect(error.hasPrefix("hookproxy: bad response from 127.0.0.1:\(origin.port): its chunked body"), "\(error)")
+                #expect(!error.contains("closed the connection"), "\(error)")
+            }
+        }
+    }
+
     @Test("a response dripped one byte at a time arrives whole and correctly framed")
     func drip() async throws {
         let bytes = Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Slow: yes\r\n\r\nhello".utf8)
