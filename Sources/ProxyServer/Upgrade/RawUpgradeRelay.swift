@@ -95,8 +95,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     private func watchClientDrain() {
         guard let context else { return }
         drain.start(context) { [self] in
-            let seconds = Double(handshake.proxy.limits.clientIdleTimeoutMs) / 1000
-            end(by: .server, "server closed the connection; the client took nothing for \(seconds) s (--idle-timeout)")
+            end(by: .server, handshake.clientStalledReason)
             self.context?.close(promise: nil)
         }
     }

@@ -407,6 +407,10 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     var upstreamIdleTimeout: TimeAmount { .milliseconds(Int64(proxy.engine.settings.idleTimeoutMs)) }
     /// `--idle-timeout` on the client's side: how long a relay whose server finished waits for the client to read.
     var clientIdleTimeout: TimeAmount { .milliseconds(Int64(proxy.limits.clientIdleTimeoutMs)) }
+    /// Why a relay let its client go (`ClientDrainWatch`): the session's end reason in the logs.
+    var clientStalledReason: String {
+        "server closed the connection; the client took nothing for \(Double(proxy.limits.clientIdleTimeoutMs) / 1000) s (--idle-timeout)"
+    }
 
     func record(response: ResponseHead?, webSocket: WebSocketLog?, error: String?, events: [HookEvent] = []) -> FlowRecord {
         var flow = request.record(

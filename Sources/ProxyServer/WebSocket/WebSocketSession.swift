@@ -169,9 +169,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private func watchClientDrain() {
         guard let context else { return }
         drain.start(context) { [self] in
-            let seconds = Double(handshake.proxy.limits.clientIdleTimeoutMs) / 1000
-            end(WebSocketLog.Close(code: nil, reason: "server closed the connection; the client took nothing for \(seconds) s (--idle-timeout)",
-                                   by: .server))
+            end(WebSocketLog.Close(code: nil, reason: handshake.clientStalledReason, by: .server))
             self.context?.close(promise: nil)
         }
     }
