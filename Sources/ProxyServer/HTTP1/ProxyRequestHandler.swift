@@ -237,7 +237,11 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let upgrade = nioHead.headers.contains(name: "upgrade")
         if upgrade { closesAfterRequest = true }
         let keepAlive = nioHead.isKeepAlive && !upgrade
-        if let viewer = proxy.viewer, impliedAuthority == nil, reverse == nil {
+        // A request carrying hookproxy's own loop marker left through hookproxy itself (a followed redirect's hop,
+        // a `map_remote` to its own port): it is a proxied request, never the viewer's, and the classifier answers
+        // it 508. (Otherwise a server could redirect a followed request to `/api/flows` and read every flow.)
+        let cameBack = nioHead.headers["via"].contains { $0.contains(proxy.loopMarker) }
+        if let viewer = proxy.viewer, impliedAuthority == nil, reverse == nil, !cameBack {
             // The viewer's own requests are answered before --proxy-auth (they carry Authorization, not
             // Proxy-Authorization) and are never flows.
             var request = request
