@@ -29,4 +29,30 @@ struct RedirectEdgeTests {
             }
         }
     }
+
+    @Test("a followed 3xx whose body never ends: the next hop starts anyway, and the client gets its answer")
+    func endlessRedirectBody() async throws {
+        try await withOrigin { origin in
+            let chunk = Array("10000\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 0x10000) + Array("\r\n".utf8)
+            let script: [MisbehavingOrigin.Step] = [
+                .text("HTTP/1.1 302 Found\r\nLocation: \(origin.baseURL)/echo\r\nTransfer-Encoding: chunked\r\n\r\n"),
+                .send(Array([[UInt8]](repeating: chunk, count: 8).joined())),
+                .hang,
+            ]
+            try await MisbehavingOrigin.with(script) { redirector in
+                let directory = try TemporaryDirectory()
+                let rules = try Hooks.store(directory, Self.follow)
+                try await withHookProxy(rules: rules) { proxy in
+                    let started = ContinuousClock.now
+                    let response = try await Hooks.curl(proxy, "\(redirector.baseURL)/start", ["--max-time", "10"])
+                    #expect(response.status == 200, "\(response.stderr)")
+                    #expect(ContinuousClock.now - started < .seconds(8))
+                    #expect(origin.requests.map(\.target) == ["/echo"])
+                    let records = await Hooks.records(proxy, count: 2)
+                    #expect(records.map(\.hop) == [0, 1])
+                    #expect(records.map { $0.response?.status } == [302, 200])
+                }
+            }
+        }
+    }
 }

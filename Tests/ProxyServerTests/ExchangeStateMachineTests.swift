@@ -82,7 +82,7 @@ import Testing
     }
 
     static func upstreamBody(_ machine: inout Machine, _ count: Int) -> String? {
-        machine.upstreamBody(bytes(count)).map { describe($0, &machine) }
+        machine.upstreamBody(bytes(count)).first.map { describe($0, &machine) }
     }
 
     static func end(_ machine: inout Machine, _ error: ProxyError? = nil) -> [String] {

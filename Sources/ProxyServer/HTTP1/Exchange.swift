@@ -228,7 +228,7 @@ final class Exchange {
             wrote = true
             switch event {
             case .head(let head): receive(head)
-            case .body(let buffer): if let action = machine.upstreamBody(buffer) { perform(action) }
+            case .body(let buffer): perform(machine.upstreamBody(buffer))
             case .end(let outcome): end(outcome)
             }
             if self.bridge !== bridge { break }  // a new hop started

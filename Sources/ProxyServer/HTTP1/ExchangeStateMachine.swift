@@ -34,8 +34,10 @@ struct ExchangeStateMachine {
         case buffering(ResponseHead, BufferedBody)
         /// The final response's body is being transformed off the event loop.
         case transforming(ResponseHead)
-        /// A 3xx being followed: its body is dropped, and the next hop starts when it ends.
-        case following(next: RequestHead, bodyKept: Bool, redirect: ResponseHead)
+        /// A 3xx being followed: its body is dropped, and the next hop starts when it ends (or once more than
+        /// `redirectBodyDrainLimit` of it came: its transfer, and with it the connection, is then dropped).
+        /// `dropped` counts the body bytes so far.
+        case following(next: RequestHead, bodyKept: Bool, redirect: ResponseHead, dropped: Int)
         /// The client has its whole answer (or left); what the transfer still reports is ignored.
         case complete
     }
@@ -288,7 +290,7 @@ struct ExchangeStateMachine {
             return [.event(event), .writeHead(rewritten, applyEdits: true)]
         case .decided(.follow(let next, let bodyKept, let follower)):
             self.follower = follower
-            response = .following(next: next, bodyKept: bodyKept, redirect: head)
+            response = .following(next: next, bodyKept: bodyKept, redirect: head, dropped: 0)
             return []
         case .decided(.answer(let error, let event)):
             return (event.map { [.event($0)] } ?? []) + [.cancelTransfer] + fail(error)
@@ -302,20 +304,39 @@ struct ExchangeStateMachine {
         }
     }
 
-    mutating func upstreamBody(_ buffer: ByteBuffer) -> Action? {
+    /// How much of a followed 3xx's body is read (and dropped) so its connection can be reused: a larger one, or
+    /// one that never ends, is cut off and the next hop starts at once.
+    static let redirectBodyDrainLimit = 64 * 1024
+
+    mutating func upstreamBody(_ buffer: ByteBuffer) -> [Action] {
         switch response {
         case .streaming:
-            return .writeBody(buffer)
+            return [.writeBody(buffer)]
         case .buffering(let head, var kept):
             response = .streaming  // `kept` is then the only owner of its chunks: no copy per part
             if kept.append(buffer) {
                 response = .buffering(head, kept)
-                return nil
+                return []
             }
-            return .streamUnchanged(head, kept: kept.chunks)
-        case .waitingForRequest, .awaitingHead, .transforming, .following, .complete:
-            return nil
+            return [.streamUnchanged(head, kept: kept.chunks)]
+        case .following(let next, let bodyKept, let redirect, let dropped):
+            let total = dropped + buffer.readableBytes
+            guard total > Self.redirectBodyDrainLimit else {
+                response = .following(next: next, bodyKept: bodyKept, redirect: redirect, dropped: total)
+                return []
+            }
+            return [.cancelTransfer] + nextHop(next, bodyKept: bodyKept, redirect: redirect)
+        case .waitingForRequest, .awaitingHead, .transforming, .complete:
+            return []
         }
+    }
+
+    /// A followed 3xx is done with (its transfer ended, or was cut off): its record, then the next hop.
+    private mutating func nextHop(_ next: RequestHead, bodyKept: Bool, redirect: ResponseHead) -> [Action] {
+        hop += 1
+        response = .awaitingHead
+        let upload: Upload = bodyKept && (replay?.byteCount ?? 0) > 0 ? .replay(replay!.chunks) : .none
+        return [.record(.redirect(redirect)), .startNextHop(next, upload)]
     }
 
     /// The transfer ended: `error` when it failed; `closedEarly` is the error when it ended before a head.
@@ -333,11 +354,8 @@ struct ExchangeStateMachine {
             if let error { return fail(error) }
             response = .transforming(head)
             return [.transformResponseBody(head, kept)]
-        case .following(let next, let bodyKept, let redirect):
-            hop += 1
-            response = .awaitingHead
-            let upload: Upload = bodyKept && (replay?.byteCount ?? 0) > 0 ? .replay(replay!.chunks) : .none
-            return [.record(.redirect(redirect)), .startNextHop(next, upload)]
+        case .following(let next, let bodyKept, let redirect, _):
+            return nextHop(next, bodyKept: bodyKept, redirect: redirect)
         case .waitingForRequest, .transforming:
             return [illegal("upstream end while \(response)")]
         case .complete:
