@@ -55,4 +55,22 @@ struct RedirectEdgeTests {
             }
         }
     }
+
+    @Test("a Location with a scheme hookproxy cannot fetch goes to the client as the 3xx, never as a path",
+          arguments: ["file:///etc/passwd", "data:text/plain,hi", "mailto:a@b.test", "gopher://127.0.0.1:70/_x",
+                      "http://127.0.0.1:99999/x"])
+    func unfollowableLocation(location: String) async throws {
+        let directory = try TemporaryDirectory()
+        try await withOrigin { origin in
+            let rules = try Hooks.store(directory, Self.follow)
+            try await withHookProxy(rules: rules) { proxy in
+                let escaped = location.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? location
+                let response = try await Hooks.curl(proxy, "\(origin.baseURL)/redirect?to=\(escaped)")
+                #expect(response.status == 302)
+                #expect(response.header("Location") == location)
+                #expect(origin.requests.count == 1, "followed to \(origin.requests.map(\.target))")
+            }
+        }
+    }
 }
+

@@ -88,6 +88,20 @@ import Testing
         #expect(RedirectFollower.resolve("  ", against: base) == nil)
     }
 
+    @Test("a Location with a scheme hookproxy cannot follow is not a path on the current origin",
+          arguments: ["file:///etc/passwd", "data:text/plain,hi", "mailto:a@b.test", "javascript:alert(1)",
+                      "gopher://a.test:70/_x", "ftp://a.test/f", "http://a.test:99999/x", "https://", "HTTP://"])
+    func locationsWithOtherSchemesPass(location: String) {
+        let base = ProxyURL(scheme: "https", host: "a.test", path: "/x/y")
+        #expect(RedirectFollower.resolve(location, against: base) == nil)
+        let get = Self.request()
+        var follower = RedirectFollower(policy: RedirectPolicy(rule: "r", action: .follow), original: get)
+        #expect(follower.next(after: get, status: 302, location: location) == .pass)
+        // A colon later in a relative path is no scheme.
+        #expect(RedirectFollower.resolve("./a:b", against: base)?.description == "https://a.test/x/a:b")
+        #expect(RedirectFollower.resolve("/a:b", against: base)?.description == "https://a.test/a:b")
+    }
+
     // MARK: HookDecisions
 
     @Test func noPolicyNoDecision() {

@@ -65,6 +65,9 @@ public struct RedirectFollower: Sendable {
         let trimmed = location.trimmingSpaces()
         guard !trimmed.isEmpty else { return nil }
         if let absolute = ProxyURL(string: trimmed) { return absolute }
+        // A Location that names a scheme (RFC 3986 §3.1) is absolute: one hookproxy cannot fetch (`file:`, `data:`,
+        // `mailto:`, `gopher://`) or cannot parse (`http://host:99999/`) is not a path on the current origin.
+        if hasScheme(trimmed) { return nil }
         if trimmed.hasPrefix("//") { return ProxyURL(string: "\(base.scheme):\(trimmed)") }
         var target = Substring(trimmed)
         if let hash = target.firstIndex(of: "#") { target = target[..<hash] }
@@ -76,6 +79,23 @@ public struct RedirectFollower: Sendable {
             path = normalize(directory + "/" + path)
         }
         return ProxyURL(scheme: base.scheme, host: base.host, port: base.port, path: path, query: query)
+    }
+
+    /// Whether `reference` starts with `scheme ":"`, scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
+    /// (A relative path whose first segment holds a colon must be written `./a:b`, RFC 3986 §4.2.)
+    private static func hasScheme(_ reference: String) -> Bool {
+        var bytes = reference.utf8.makeIterator()
+        guard let first = bytes.next(), isLetter(first) else { return false }
+        while let byte = bytes.next() {
+            if byte == UInt8(ascii: ":") { return true }
+            guard isLetter(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "+")
+                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") else { return false }
+        }
+        return false
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
     }
 
     /// Removes `.` and `..` segments.
