@@ -145,7 +145,9 @@ extension OriginHandler {
         let realm = "test"
         let user = request.query["user"] ?? ""
         let password = request.query["pass"] ?? ""
-        if let authorization = request.head.headers.first(name: "Authorization"),
+        // `stale=1`: a server that never accepts, and calls every answer's nonce stale (a fresh one each time).
+        let alwaysStale = request.query["stale"] == "1"
+        if !alwaysStale, let authorization = request.head.headers.first(name: "Authorization"),
             let answer = DigestAnswer(authorization),
             configuration.recorder.state.withLock({ $0.digestNonces.contains(answer.nonce) }),
             answer.verify(user: user, realm: realm, password: password, method: request.head.method.rawValue,
@@ -161,6 +163,7 @@ extension OriginHandler {
         let nonce = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         configuration.recorder.state.withLock { _ = $0.digestNonces.insert(nonce) }
         let challenge = "Digest realm=\"\(realm)\", qop=\"auth\", algorithm=MD5, nonce=\"\(nonce)\", opaque=\"hookproxy\""
+            + (alwaysStale ? ", stale=true" : "")
         respond(context: context, method: request.head.method, status: 401,
                 headers: [("WWW-Authenticate", challenge)], text: "unauthorized\n")
     }

@@ -139,13 +139,28 @@ extension CurlTransfer {
     // MARK: callbacks
 
     func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
-        if headParser.feed(line), !holdsHeadForAuthRound(headParser.current?.status ?? 0),
-            let head = headParser.takeForDelivery()
-        {
+        guard headParser.feed(line) else { return line.count }
+        let status = headParser.current?.status ?? 0
+        if holdsHeadForAuthRound(status) {
+            // libcurl answers a Digest challenge marked `stale=true` again and again: a server that says so every
+            // time would get thousands of requests in a second (until curl's 300 KiB cap on all heads ends it with
+            // "Too large response headers"). After `maxAuthRounds` answers, hookproxy stops and says why.
+            guard headParser.answeredChallenges < CurlTransfer.maxAuthRounds else {
+                let who = status == 407 ? "the upstream proxy" : "the server"
+                let field = status == 407 ? "Proxy-Authenticate" : "WWW-Authenticate"
+                let offered = headParser.current?.headers[field].map { String($0.prefix(200)) } ?? "no scheme offered"
+                headParser.withhold()
+                recordedError = ProxyError(.upstreamFailed, "hookproxy: challenge failed \(host): \(who) asked for credentials again after \(headParser.answeredChallenges) answers (\(status) \(offered))")
+                return 0  // not the byte count: curl ends the transfer with CURLE_WRITE_ERROR
+            }
+        } else if let head = headParser.takeForDelivery() {
             delegate.didReceiveHead(head)
         }
         return line.count
     }
+
+    /// How many 401/407 answers one transfer gives before it stops: NTLM needs two, a stale Digest nonce one more.
+    static let maxAuthRounds = 4
 
     /// A 401/407 may be answered by curl itself (a second auth round follows): the head waits for the body.
     private func holdsHeadForAuthRound(_ status: Int) -> Bool {

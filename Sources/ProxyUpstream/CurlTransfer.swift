@@ -119,6 +119,11 @@ struct ResponseHeadParser {
                 String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
     }
 
+    /// Makes sure the head in force is never handed on (the transfer is being failed instead).
+    mutating func withhold() {
+        delivered = true
+    }
+
     /// The head to hand to the client, once: when complete (or whatever arrived when the transfer ended).
     mutating func takeForDelivery() -> ResponseHead? {
         guard !delivered, let current else { return nil }
