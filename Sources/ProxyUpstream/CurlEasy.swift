@@ -74,6 +74,10 @@ final class CurlEasy {
         try curlCheck(hp_setopt_trailer_callback(handle, callback), "curl_easy_setopt(TRAILERFUNCTION)")
     }
 
+    func setProgressCallback(_ callback: hp_xferinfo_callback) throws(CurlError) {
+        try curlCheck(hp_setopt_xferinfo_callback(handle, callback), "curl_easy_setopt(XFERINFOFUNCTION)")
+    }
+
     func setSeekCallback(_ callback: hp_seek_callback) throws(CurlError) {
         try curlCheck(hp_setopt_seek_callback(handle, callback), "curl_easy_setopt(SEEKFUNCTION)")
     }

@@ -22,6 +22,28 @@ extension CurlTransfer {
         if let passphrase = certificate.passphrase { try easy.set(CURLOPT_KEYPASSWD, passphrase) }
     }
 
+    /// A 401/407 that libcurl will answer is read to its end before the next round (to keep the connection), and
+    /// its body never reaches hookproxy: one that never ends would hold the request forever. While such a head
+    /// waits, more than `maxHeldChallengeBody` bytes fail the transfer.
+    func configureChallengeBodyBound(_ easy: CurlEasy, context: UnsafeMutableRawPointer) throws(CurlError) {
+        try easy.set(CURLOPT_NOPROGRESS, false)
+        try easy.set(CURLOPT_XFERINFODATA, pointer: context)
+        try easy.setProgressCallback({ context, _, downloaded, _, _ in
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+            return transfer.onProgress(downloaded: Int64(downloaded))
+        })
+    }
+
+    static let maxHeldChallengeBody: Int64 = 1 << 20
+
+    func onProgress(downloaded: Int64) -> Int32 {
+        guard headParser.holdsAnsweredChallenge, downloaded > CurlTransfer.maxHeldChallengeBody else { return 0 }
+        let status = headParser.current?.status ?? 0
+        headParser.withhold()
+        recordedError = ProxyError(.upstreamFailed, "hookproxy: challenge failed \(host): the body of the \(status) \(status == 407 ? "the upstream proxy" : "the server") sent with its challenge went on past \(CurlTransfer.maxHeldChallengeBody) bytes before it could be answered")
+        return 1  // non-zero: curl ends the transfer with CURLE_ABORTED_BY_CALLBACK
+    }
+
     /// The CURLAUTH bits for `schemes`. A single scheme gets CURLAUTH_ONLY so curl waits for the server's
     /// challenge instead of sending the credential unasked.
     static func authMask(_ schemes: [AuthScheme]) -> Int {

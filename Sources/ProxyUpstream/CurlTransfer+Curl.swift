@@ -68,6 +68,9 @@ extension CurlTransfer {
             return
         }
         try configureMethodAndBody(easy, context: context)
+        if request.challenge?.action == .useCredential || !(settings.upstreamProxy ?? "").isEmpty {
+            try configureChallengeBodyBound(easy, context: context)
+        }
         try easy.setHeaders(headerLines())
         try configureTLS(easy)
         try configureChallenge(easy)

@@ -119,6 +119,12 @@ struct ResponseHeadParser {
                 String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
     }
 
+    /// Whether a complete 401/407 head waits, not handed on (libcurl may answer it, reading its body meanwhile).
+    var holdsAnsweredChallenge: Bool {
+        guard complete, !delivered, let status = current?.status else { return false }
+        return status == 401 || status == 407
+    }
+
     /// Makes sure the head in force is never handed on (the transfer is being failed instead).
     mutating func withhold() {
         delivered = true

@@ -23,4 +23,24 @@ struct ChallengeEdgeTests {
             }
         }
     }
+
+    @Test("a 401 whose body never ends, under use_credential: a 502 that says so, not a request held forever")
+    func endlessChallengeBody() async throws {
+        let chunk = Array("10000\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 0x10000) + Array("\r\n".utf8)
+        let script: [MisbehavingOrigin.Step] = [
+            .text("HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            .send(Array([[UInt8]](repeating: chunk, count: 24).joined())),
+            .hang,
+        ]
+        try await MisbehavingOrigin.with(script) { origin in
+            let directory = try TemporaryDirectory()
+            let rules = try Hooks.store(directory, ChallengeHookTests.useCredential())
+            try await withHookProxy(rules: rules) { proxy in
+                let response = try await Hooks.curl(proxy, "\(origin.baseURL)/endless", ["--max-time", "10"])
+                #expect(response.status == 502, "\(response.stderr)")
+                #expect(response.bodyText.contains("challenge failed"), "\(response.bodyText.prefix(300))")
+            }
+        }
+    }
 }
+
