@@ -22,10 +22,13 @@ public struct ProxyLimits: Sendable, Hashable {
     /// `--idle-timeout` on the client side: a client that sends nothing while its request body is due, or reads
     /// nothing while a response waits for it, for this long is disconnected (its upstream transfer cancelled).
     public var clientIdleTimeoutMs: Int
+    /// What HTTP/2 upstream responses may hold, all together, for clients that read them slowly (`MultiplexedBacklog`).
+    public var multiplexedBacklogLimit: Int
 
     public init(maxHeaderBytes: Int = 64 * 1024, maxConnections: Int = 1024, bodyLimit: Int = 16 * 1024 * 1024,
                 captureLimit: Int = 1024 * 1024, shutdownGraceMs: Int = 5000, headerTimeoutMs: Int = 30_000,
-                clientIdleTimeoutMs: Int = 60_000) {
+                clientIdleTimeoutMs: Int = 60_000, multiplexedBacklogLimit: Int = 256 * 1024 * 1024) {
+        self.multiplexedBacklogLimit = multiplexedBacklogLimit
         self.maxHeaderBytes = maxHeaderBytes
         self.maxConnections = maxConnections
         self.bodyLimit = bodyLimit

@@ -37,6 +37,8 @@ final class ProxyContext: Sendable {
 
     /// The traffic viewer, unless `--no-ui` (its store is also one of `configuration.recorder`'s recorders).
     let viewer: Viewer?
+    /// What HTTP/2 upstream transfers hold, together, for slow clients.
+    let multiplexedBacklog: MultiplexedBacklog
 
     init(configuration: ProxyConfiguration, viewer: Viewer? = nil) {
         self.configuration = configuration
@@ -44,6 +46,7 @@ final class ProxyContext: Sendable {
         self.listeningHost = configuration.host.lowercased()
         self.engine = UpstreamEngine(settings: configuration.upstream)
         self.connections = ConnectionTracker(limit: configuration.limits.maxConnections)
+        self.multiplexedBacklog = MultiplexedBacklog(limit: configuration.limits.multiplexedBacklogLimit)
         self.transformPool = NIOThreadPool(numberOfThreads: 2)
         transformPool.start()
         self.connectPool = NIOThreadPool(numberOfThreads: 8)

@@ -110,6 +110,8 @@ public final class ProxyServer: Sendable {
 
     /// The traffic viewer (its flow store), unless the configuration turned it off.
     public var viewer: Viewer? { context.viewer }
+    /// What HTTP/2 upstream responses hold now, together, for clients that read slowly (tests, diagnostics).
+    public var multiplexedBacklogBytes: Int { context.multiplexedBacklog.bytes }
 
     /// The `--reverse` listeners, bound, in the order of the configuration's routes.
     public let reverseListeners: [ReverseListener]

@@ -390,6 +390,7 @@ final class Exchange {
         let bridge = TransferBridge(
             eventLoop: eventLoop, retainRequest: retainsForAuth || mayRetryOnH2,
             retainLimit: retainsForAuth ? proxy.limits.bodyLimit : min(proxy.limits.bodyLimit, 64 * 1024),
+            backlog: proxy.multiplexedBacklog,
             onEvents: { exchange.value.exchange?.drainResponse() },
             onRequestRoom: { exchange.value.exchange?.requestRoom() })
         self.bridge = bridge

@@ -55,17 +55,26 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     private let state: Mutex<State>
     private let eventLoop: any EventLoop
     private let retainLimit: Int
+    /// What every multiplexed transfer's queued response counts against, together.
+    private let backlog: MultiplexedBacklog
     /// Event-loop callbacks: drain response events; resume reading the client.
     private let onEvents: @Sendable () -> Void
     private let onRequestRoom: @Sendable () -> Void
 
-    init(eventLoop: any EventLoop, retainRequest: Bool, retainLimit: Int,
+    init(eventLoop: any EventLoop, retainRequest: Bool, retainLimit: Int, backlog: MultiplexedBacklog,
          onEvents: @escaping @Sendable () -> Void, onRequestRoom: @escaping @Sendable () -> Void) {
         self.eventLoop = eventLoop
         self.state = Mutex(State(retains: retainRequest))
         self.retainLimit = retainLimit
+        self.backlog = backlog
         self.onEvents = onEvents
         self.onRequestRoom = onRequestRoom
+    }
+
+    deinit {
+        state.withLock { state in
+            if state.upstreamMultiplexed { backlog.release(state.responseBytes) }
+        }
     }
 
     // MARK: event loop side
@@ -117,7 +126,10 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
                 return (nil, false)
             }
             state.events.removeFirst()
-            if case .body(let buffer) = first { state.responseBytes -= buffer.readableBytes }
+            if case .body(let buffer) = first {
+                state.responseBytes -= buffer.readableBytes
+                if state.upstreamMultiplexed { backlog.release(buffer.readableBytes) }
+            }
             let resume = state.curlResponsePaused && state.responseBytes < TransferBridge.lowWater
             if resume { state.curlResponsePaused = false }
             return (first, resume)
@@ -134,8 +146,20 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow {
         let refusal = state.withLock { state -> BodyFlow? in
             if state.upstreamMultiplexed {
-                guard state.responseBytes >= TransferBridge.multiplexedLimit else { return nil }
-                return .abort("the client read too slowly: \(TransferBridge.multiplexedLimit >> 20) MiB of an HTTP/2 upstream's response waited for it")
+                let refusal: String
+                if state.responseBytes >= TransferBridge.multiplexedLimit {
+                    refusal = "the client read too slowly: \(TransferBridge.multiplexedLimit >> 20) MiB of an HTTP/2 upstream's response waited for it"
+                } else if !backlog.take(bytes.count, holding: state.responseBytes) {
+                    refusal = "the client read too slowly, and HTTP/2 upstream responses already hold \(backlog.limit >> 20) MiB for slow clients"
+                } else {
+                    return nil
+                }
+                // The response will not be whole: what waits for the client goes now, so the failure reaches the
+                // exchange at once (it would wait behind these bytes) and the memory is free.
+                backlog.release(state.responseBytes)
+                state.responseBytes = 0
+                state.events.removeAll { $0.isBody }
+                return .abort(refusal)
             }
             if state.responseBytes >= TransferBridge.highWater {
                 state.curlResponsePaused = true
