@@ -246,6 +246,11 @@ extension CurlTransfer {
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
             CURLE_SSL_CACERT_BADFILE, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_ISSUER_ERROR:
             (kind, what) = (.tlsFailed, "TLS failure")
+        case CURLE_OUT_OF_MEMORY where !headParser.complete:
+            // libcurl refuses a header line over 100 KiB with "Out of memory"; the server sent it.
+            return ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): a response header line is longer than libcurl takes (100 KiB) (libcurl: \(reason))")
+        case CURLE_RECV_ERROR where reason.hasPrefix("Too large response headers"):
+            return ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): its response head is larger than libcurl takes (300 KiB) (libcurl: \(reason))")
         case CURLE_RECV_ERROR where reason.hasSuffix("in chunked-encoding"):
             // curl's chunk parser fails with a receive error: a bad chunk size, or a chunk or trailer line longer
             // than it takes (which it calls "Out of memory"). The server sent it; it did not close.

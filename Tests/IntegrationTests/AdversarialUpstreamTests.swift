@@ -93,6 +93,21 @@ struct AdversarialUpstreamTests {
         }
     }
 
+    @Test("a head past libcurl's limits gets 502 saying the response was too large, not out of memory or closed",
+          arguments: [("X-Big: " + String(repeating: "a", count: 200_000) + "\r\n", "header line is longer"),
+                      ((0..<400).map { "X-H\($0): " + String(repeating: "a", count: 1000) + "\r\n" }.joined(), "head is larger")])
+    func headPastCurlLimits(_ fields: String, _ words: String) async throws {
+        let script: [MisbehavingOrigin.Step] = [.text("HTTP/1.1 200 OK\r\n" + fields + "Content-Length: 2\r\n\r\nok"), .close]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let response = try await get(proxy, origin)
+                #expect(response.status == 502, "\(response.rawHead)")
+                #expect(response.bodyText.hasPrefix("hookproxy: bad response from 127.0.0.1:\(origin.port): "), "\(response.bodyText)")
+                #expect(response.bodyText.contains(words), "\(response.bodyText)")
+            }
+        }
+    }
+
     @Test("a response dripped one byte at a time arrives whole and correctly framed")
     func drip() async throws {
         let bytes = Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Slow: yes\r\n\r\nhello".utf8)
