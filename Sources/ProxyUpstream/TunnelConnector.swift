@@ -11,6 +11,8 @@ public enum TunnelConnector {
             throw ProxyError(.internalError, "hookproxy: no upstream proxy configured")
         }
         let easy = CurlEasy()
+        let deadline = Unmanaged.passRetained(SetupDeadline(after: settings.connectTimeoutMs))
+        defer { deadline.release() }
         let target = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         do {
             try easy.set(CURLOPT_URL, "http://\(target)/")
@@ -20,10 +22,21 @@ public enum TunnelConnector {
             try easy.set(CURLOPT_CONNECT_ONLY, 1)
             try easy.set(CURLOPT_NOSIGNAL, true)
             try easy.set(CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeoutMs)
+            // libcurl 7.88 checks no timeout while it reads the body of the proxy's 407 (to keep the connection for
+            // a second round), so one whose body never ends held the tunnel, and a thread of the connect pool, for
+            // good. Its progress callback still runs: past the connect timeout it ends the set-up.
+            try easy.set(CURLOPT_NOPROGRESS, false)
+            try easy.set(CURLOPT_XFERINFODATA, pointer: deadline.toOpaque())
+            try easy.setProgressCallback({ context, _, _, _, _ in
+                Unmanaged<SetupDeadline>.fromOpaque(context!).takeUnretainedValue().passed ? 1 : 0
+            })
         } catch {
             throw ProxyError(.internalError, "hookproxy: cannot set up a tunnel to \(target): \(error)")
         }
         let code = curl_easy_perform(easy.handle)
+        if code == CURLE_ABORTED_BY_CALLBACK {
+            throw ProxyError(.timeout, "hookproxy: connect timeout \(target) through the upstream proxy: no tunnel after \(settings.connectTimeoutMs) ms (--connect-timeout)")
+        }
         guard code == CURLE_OK else {
             let status = easy.info(CURLINFO_HTTP_CONNECTCODE) ?? 0
             let reason = String(cString: curl_easy_strerror(code)) + (status > 0 ? " (upstream proxy answered \(status))" : "")
@@ -37,4 +50,15 @@ public enum TunnelConnector {
         guard owned >= 0 else { throw ProxyError(.connectFailed, "hookproxy: cannot take over the tunnel to \(target)") }
         return owned
     }
+}
+
+/// When a tunnel's set-up must be over (its connect timeout from now). Read from curl's progress callback.
+private final class SetupDeadline {
+    private let end: ContinuousClock.Instant
+
+    init(after milliseconds: Int) {
+        end = .now + .milliseconds(milliseconds)
+    }
+
+    var passed: Bool { ContinuousClock.now > end }
 }

@@ -42,5 +42,31 @@ struct ChallengeEdgeTests {
             }
         }
     }
+
+    @Test("an upstream proxy's 407 whose body never ends: a CONNECT is answered within --connect-timeout")
+    func endlessProxyChallengeBodyOnConnect() async throws {
+        let chunk = Array("10000\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 0x10000) + Array("\r\n".utf8)
+        // 60 s of 407 body, 64 KiB every 10 ms.
+        let endless = [[MisbehavingOrigin.Step]](repeating: [.send(chunk), .pause(milliseconds: 10)], count: 6000).flatMap { $0 }
+        let script: [MisbehavingOrigin.Step] = [
+            .text("HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"p\"\r\nTransfer-Encoding: chunked\r\n\r\n"),
+        ] + endless
+        try await MisbehavingOrigin.with(script) { upstream in
+            let url = "http://u:p@127.0.0.1:\(upstream.port)"
+            try await withHookProxy(rules: nil, {
+                $0.upstream.upstreamProxy = url
+                $0.upstream.connectTimeoutMs = 1_000
+            }) { proxy in
+                let started = ContinuousClock.now
+                let response = try await withRawClient(proxy, readTimeout: .seconds(20)) { client in
+                    try await client.send(rawRequest("CONNECT example.invalid:443 HTTP/1.1", ["Host: example.invalid:443"]))
+                    return try await client.readResponse(method: "CONNECT")
+                }
+                let took = ContinuousClock.now - started
+                #expect(response.status == 502 || response.status == 504, "\(response.rawHead)")
+                #expect(took < .seconds(8), "the CONNECT was answered after \(took)")
+            }
+        }
+    }
 }
 
