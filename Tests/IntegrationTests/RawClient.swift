@@ -89,6 +89,18 @@ final class RawClient: @unchecked Sendable {
         try await RawClient.blocking { try self.sendNow(bytes) }
     }
 
+    /// Sends `bytes` one at a time, `interval` apart, paced on a thread of its own: the cooperative pool's sleeps
+    /// stretch by seconds on a loaded machine, a thread's much less.
+    func sendPaced(_ bytes: [UInt8], every interval: Duration) async throws {
+        let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+        try await RawClient.blocking {
+            for byte in bytes {
+                Thread.sleep(forTimeInterval: seconds)
+                try self.sendNow([byte])
+            }
+        }
+    }
+
     private func sendNow(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {

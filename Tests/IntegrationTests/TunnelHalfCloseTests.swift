@@ -89,7 +89,7 @@ struct TunnelHalfCloseTests {
     @Test("a half-closed tunnel that stays silent for --idle-timeout is closed; one still carrying bytes is not")
     func silentHalfOpenTunnelCloses() async throws {
         let upstream = try RawListener()
-        try await withProxy({ $0.limits.clientIdleTimeoutMs = 2000 }) { proxy in
+        try await withProxy({ $0.limits.clientIdleTimeoutMs = 3000 }) { proxy in
             let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
             try await client.send(rawRequest("CONNECT 127.0.0.1:\(upstream.port) HTTP/1.1", ["Host: 127.0.0.1:\(upstream.port)"]))
             #expect(try await client.readResponse(method: "CONNECT").status == 200)
@@ -97,13 +97,10 @@ struct TunnelHalfCloseTests {
             defer { connection.close() }
             let sockets = try tunnelSockets(proxy: proxy, client: client, upstream: connection)
             client.shutdownWrite()
-            // The upstream keeps its side open: a byte every 200 ms keeps the tunnel, for 3 s of a 2 s limit (a wide
-            // margin: a loaded machine stretches the sleeps).
-            for index in 0..<15 {
-                try await Task.sleep(for: .milliseconds(200))
-                try await connection.send([UInt8(index)])
-            }
-            #expect(try await client.read(atLeast: 15) == Array(0..<15), "the tunnel still carries bytes")
+            // The upstream keeps its side open: a byte every 200 ms keeps the tunnel, for 4.5 s of a 3 s limit. Paced on
+            // a thread of its own: the cooperative pool's sleeps once stretched past the limit in a loaded full run.
+            try await connection.sendPaced(Array(0..<23), every: .milliseconds(200))
+            #expect(try await client.read(atLeast: 23) == Array(0..<23), "the tunnel still carries bytes")
             // Then silence: both of hookproxy's sockets close.
             #expect(await eventually(timeout: .seconds(20)) { !sockets.contains(where: ProcessSockets.isOpen) },
                     "a silent half-open tunnel stayed open")
