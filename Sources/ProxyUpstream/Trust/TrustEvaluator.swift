@@ -62,17 +62,36 @@ struct TrustEvaluator {
             return .accepted("step 3: pinned certificate \(match.subject)")
         }
 
-        // public_key: the chain as built (presented plus the anchor that completed it); with AI the presented one
-        var chain = presented
-        if !ai || verification != nil {
-            chain = validity().2
-            for certificate in presented where !chain.contains(where: { $0.der == certificate.der }) { chain.append(certificate) }
-        }
+        // public_key: the chain as built (the verified path from the leaf plus the anchor that completed it). A
+        // presented certificate off that path proves nothing (anyone can send a pinned CA's public certificate
+        // next to a leaf of their own), so its key never counts. With AI nothing was verified: the path is the
+        // presented certificates that sign one another from the leaf up.
+        let chain = ai ? Self.signedPath(presented) : validity().2
         let pins = Set(policy.pinnedKeyHashes)
         guard let match = chain.first(where: { pins.contains($0.spkiSHA256) }) else {
             return .rejected("step 4: no pinned public key in the chain (\(chain.map(\.subject).joined(separator: " ← ")))")
         }
         return .accepted("step 4: \(match.pin) matched \(match.subject)")
+    }
+
+    /// The leaf followed by each presented certificate that issued (and whose key verifies the signature of) the one
+    /// before it, until a self-issued certificate or one with no presented issuer. Every certificate at most once, so
+    /// a loop (A signed by B, B by A) or duplicates end the walk. Dates and CA flags are not looked at (AI).
+    static func signedPath(_ presented: [X509Certificate]) -> [X509Certificate] {
+        guard let leaf = presented.first else { return [] }
+        var path = [leaf]
+        var unused = Array(presented.dropFirst())
+        var current = leaf
+        while X509_check_issued(current.pointer, current.pointer) != X509_V_OK,
+              let index = unused.firstIndex(where: { candidate in
+                  X509_check_issued(candidate.pointer, current.pointer) == X509_V_OK
+                      && X509_get0_pubkey(candidate.pointer).map { X509_verify(current.pointer, $0) == 1 } == true
+              }) {
+            current = unused.remove(at: index)
+            path.append(current)
+        }
+        ERR_clear_error()
+        return path
     }
 
     /// Verifies `presented` (leaf first) against `store` (a reference this call takes over and frees); `partial`
