@@ -75,17 +75,23 @@ struct TrustEvaluator {
     }
 
     /// The leaf followed by each presented certificate that issued (and whose key verifies the signature of) the one
-    /// before it, until a self-issued certificate or one with no presented issuer. Every certificate at most once, so
-    /// a loop (A signed by B, B by A) or duplicates end the walk. Dates and CA flags are not looked at (AI).
+    /// before it, until a self-issued certificate or one with no presented issuer. Every certificate (by DER) at most once, so
+    /// a loop (A signed by B, B by A) or duplicates end the walk. Dates and CA flags are not looked at (AI). At most
+    /// `2n + 8` signature checks for n presented certificates: a server sending hundreds of certificates that all name
+    /// the right issuer but carry the wrong key cannot make this (on the event loop, inside the handshake) quadratic.
     static func signedPath(_ presented: [X509Certificate]) -> [X509Certificate] {
         guard let leaf = presented.first else { return [] }
         var path = [leaf]
-        var unused = Array(presented.dropFirst())
+        var unused: [X509Certificate] = []
+        var seen: Set<[UInt8]> = [leaf.der]
+        for certificate in presented.dropFirst() where seen.insert(certificate.der).inserted { unused.append(certificate) }
         var current = leaf
+        var budget = 2 * presented.count + 8
         while X509_check_issued(current.pointer, current.pointer) != X509_V_OK,
               let index = unused.firstIndex(where: { candidate in
-                  X509_check_issued(candidate.pointer, current.pointer) == X509_V_OK
-                      && X509_get0_pubkey(candidate.pointer).map { X509_verify(current.pointer, $0) == 1 } == true
+                  guard budget > 0, X509_check_issued(candidate.pointer, current.pointer) == X509_V_OK else { return false }
+                  budget -= 1
+                  return X509_get0_pubkey(candidate.pointer).map { X509_verify(current.pointer, $0) == 1 } == true
               }) {
             current = unused.remove(at: index)
             path.append(current)
