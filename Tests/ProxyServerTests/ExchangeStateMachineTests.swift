@@ -64,6 +64,7 @@ import Testing
             return "finish(\(close ? "close" : "keep-alive")\(endAlreadySent ? ", end sent" : ""))"
         case .endResponseAndDrainRequest: return "endResponse+drainRequest"
         case .drain: return "drain"
+        case .several(let actions): return actions.map { describe($0, &machine) }.joined(separator: "+")
         }
     }
 
@@ -82,7 +83,7 @@ import Testing
     }
 
     static func upstreamBody(_ machine: inout Machine, _ count: Int) -> String? {
-        machine.upstreamBody(bytes(count)).first.map { describe($0, &machine) }
+        machine.upstreamBody(bytes(count)).map { describe($0, &machine) }
     }
 
     static func end(_ machine: inout Machine, _ error: ProxyError? = nil) -> [String] {

@@ -228,7 +228,7 @@ final class Exchange {
             wrote = true
             switch event {
             case .head(let head): receive(head)
-            case .body(let buffer): perform(machine.upstreamBody(buffer))
+            case .body(let buffer): if let action = machine.upstreamBody(buffer) { perform(action) }
             case .end(let outcome): end(outcome)
             }
             if self.bridge !== bridge { break }  // a new hop started
@@ -298,6 +298,8 @@ final class Exchange {
             endRequestBody()
         case .transformRequestBody(let kept):
             transform(request: kept)
+        case .several(let actions):
+            perform(actions)
         case .cancelTransfer:
             transfer?.cancel()
         case .event(let event):

@@ -104,6 +104,9 @@ struct ExchangeStateMachine {
         case endResponseAndDrainRequest
         /// Handle what curl reported so far (the client left; only the outcome is awaited).
         case drain
+        /// Several actions in order, from a call that returns one: only its rare paths, so the common one (a body
+        /// part) allocates nothing.
+        case several([Action])
     }
 
     /// What the exchange knows when it starts.
@@ -308,26 +311,26 @@ struct ExchangeStateMachine {
     /// one that never ends, is cut off and the next hop starts at once.
     static let redirectBodyDrainLimit = 64 * 1024
 
-    mutating func upstreamBody(_ buffer: ByteBuffer) -> [Action] {
+    mutating func upstreamBody(_ buffer: ByteBuffer) -> Action? {
         switch response {
         case .streaming:
-            return [.writeBody(buffer)]
+            return .writeBody(buffer)
         case .buffering(let head, var kept):
             response = .streaming  // `kept` is then the only owner of its chunks: no copy per part
             if kept.append(buffer) {
                 response = .buffering(head, kept)
-                return []
+                return nil
             }
-            return [.streamUnchanged(head, kept: kept.chunks)]
+            return .streamUnchanged(head, kept: kept.chunks)
         case .following(let next, let bodyKept, let redirect, let dropped):
             let total = dropped + buffer.readableBytes
             guard total > Self.redirectBodyDrainLimit else {
                 response = .following(next: next, bodyKept: bodyKept, redirect: redirect, dropped: total)
-                return []
+                return nil
             }
-            return [.cancelTransfer] + nextHop(next, bodyKept: bodyKept, redirect: redirect)
+            return .several([.cancelTransfer] + nextHop(next, bodyKept: bodyKept, redirect: redirect))
         case .waitingForRequest, .awaitingHead, .transforming, .complete:
-            return []
+            return nil
         }
     }
 
