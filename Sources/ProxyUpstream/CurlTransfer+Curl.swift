@@ -68,9 +68,7 @@ extension CurlTransfer {
             return
         }
         try configureMethodAndBody(easy, context: context)
-        if request.challenge?.action == .useCredential || !(settings.upstreamProxy ?? "").isEmpty {
-            try configureChallengeBodyBound(easy, context: context)
-        }
+        if mayAnswerChallenges { try configureChallengeBodyBound(easy, context: context) }
         try easy.setHeaders(headerLines())
         try configureTLS(easy)
         try configureChallenge(easy)
@@ -112,8 +110,7 @@ extension CurlTransfer {
             // answered challenge, an upstream proxy's 407): libcurl 7.88 keeps its trailer state through a second
             // round and writes the next chunk's prefix before its upload buffer (heap corruption, a crash).
             // (See also `CurlEasy.retired`.)
-            let mayRewind = request.challenge?.action == .useCredential || !(request.settings.upstreamProxy ?? "").isEmpty
-            if case .chunked = request.body, request.head.headers.contains("trailer"), !mayRewind {
+            if case .chunked = request.body, request.head.headers.contains("trailer"), !mayAnswerChallenges {
                 try easy.setTrailerCallback({ list, context in
                     let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
                     for field in transfer.delegate.requestTrailers() ?? [] {
@@ -236,6 +233,9 @@ extension CurlTransfer {
 
     private func error(for code: CURLcode) -> ProxyError {
         let reason = errorBuffer[0] == 0 ? String(cString: curl_easy_strerror(code)) : String(cString: errorBuffer)
+        if let problem = Self.responseProblem(code, reason: reason, headComplete: headParser.complete) {
+            return ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): \(problem) (libcurl: \(reason))")
+        }
         let (kind, what): (ProxyError.Kind, String)
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: (kind, what) = (.dnsFailed, "DNS failure")
@@ -246,19 +246,26 @@ extension CurlTransfer {
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
             CURLE_SSL_CACERT_BADFILE, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_ISSUER_ERROR:
             (kind, what) = (.tlsFailed, "TLS failure")
-        case CURLE_OUT_OF_MEMORY where !headParser.complete:
-            // libcurl refuses a header line over 100 KiB with "Out of memory"; the server sent it.
-            return ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): a response header line is longer than libcurl takes (100 KiB) (libcurl: \(reason))")
-        case CURLE_RECV_ERROR where reason.hasPrefix("Too large response headers"):
-            return ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): its response head is larger than libcurl takes (300 KiB) (libcurl: \(reason))")
-        case CURLE_RECV_ERROR where reason.hasSuffix("in chunked-encoding"):
-            // curl's chunk parser fails with a receive error: a bad chunk size, or a chunk or trailer line longer
-            // than it takes (which it calls "Out of memory"). The server sent it; it did not close.
-            return ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): its chunked body is malformed or has a line too long (libcurl: \(reason))")
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
             (kind, what) = (.upstreamClosed, "upstream closed the connection")
         default: (kind, what) = (.upstreamFailed, "upstream error")
         }
         return ProxyError(kind, "hookproxy: \(what) \(host): \(reason)")
+    }
+
+    /// What was wrong with what the server sent, when libcurl's error is its refusal of it in other words: a header
+    /// line over 100 KiB ("Out of memory"), a head over 300 KiB, a bad chunk size or a chunk or trailer line too long
+    /// (a receive error, "… in chunked-encoding"). nil for every other error.
+    private static func responseProblem(_ code: CURLcode, reason: String, headComplete: Bool) -> String? {
+        switch code {
+        case CURLE_OUT_OF_MEMORY where !headComplete:
+            "a response header line is longer than libcurl takes (100 KiB)"
+        case CURLE_RECV_ERROR where reason.hasPrefix("Too large response headers"):
+            "its response head is larger than libcurl takes (300 KiB)"
+        case CURLE_RECV_ERROR where reason.hasSuffix("in chunked-encoding"):
+            "its chunked body is malformed or has a line too long"
+        default:
+            nil
+        }
     }
 }

@@ -34,6 +34,12 @@ final class CurlTransfer: @unchecked Sendable {
 
     var host: String { request.head.url.authority }
 
+    /// Whether libcurl may answer a 401/407 itself and send the request again: the rule says `use_credential`, or an
+    /// upstream proxy may ask for its credentials.
+    var mayAnswerChallenges: Bool {
+        request.challenge?.action == .useCredential || !(request.settings.upstreamProxy ?? "").isEmpty
+    }
+
     /// Whether curl speaks TLS on the connection: to the server (https, wss) or to an https upstream proxy. Only a
     /// connection without it can be handed to NIO (OpenSSL's session state lives in curl).
     var hasTLS: Bool {
