@@ -13,7 +13,8 @@ import Darwin
 /// `record` is called on an event-loop thread and only queues; lines are formatted (redacted) and written by one
 /// background thread, each exchange in a single `write(2)`, so lines never interleave. The status is coloured per
 /// class only when stdout is a terminal. `verbose` adds the request (`  > `) and response (`  < `) header lines,
-/// redacted like every output. `--quiet` means: do not create a ConsoleLog.
+/// redacted like every output. Text from the traffic has its control characters escaped (`TerminalSafe`), so a
+/// server cannot drive the terminal. `--quiet` means: do not create a ConsoleLog.
 public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
     private let queue: AsyncRecorder
 
@@ -39,10 +40,10 @@ public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
     /// `utc` formats the time in UTC instead of local time (for tests).
     public static func line(for flow: FlowRecord, color: Bool = false, utc: Bool = false) -> String {
         if let session = flow.webSocket, !session.isOpening { return sessionLine(for: flow, session, utc: utc) }
-        var parts = [Timestamp.clock(flow.start, utc: utc)]
         let status = flow.response.map { String($0.status) } ?? "ERR"
-        parts.append(color ? colored(status, status: flow.response?.status) : status)
-        parts.append(flow.request.method)
+        let head = Timestamp.clock(flow.start, utc: utc) + " "
+            + (color ? colored(status, status: flow.response?.status) : status)
+        var parts = [flow.request.method]
         parts.append(flow.webSocket?.isWebSocket == true ? webSocketURL(flow.url) : flow.url)
         if flow.request.version.major == 2 { parts.append("h2") }
         parts.append(humanSize(flow.responseBodySize))
@@ -52,7 +53,7 @@ public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
         parts.append(contentsOf: flow.events.map(\.logText))
         if let error = flow.error { parts.append("error: \(error)") }
         if let session = flow.webSocket { parts.append(session.protocolName) }
-        return parts.joined(separator: " ")
+        return head + " " + TerminalSafe.text(parts.joined(separator: " "))
     }
 
     /// The line at a session's end: `12:34:56.789 websocket closed 1000 ↑3 msgs 1.2 KiB ↓3 msgs 1.2 KiB 4.20 s`
@@ -73,7 +74,7 @@ public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
             parts.append("by \(close.by.rawValue)" + (close.reason.isEmpty ? "" : ": \(close.reason)"))
         }
         parts.append(contentsOf: flow.events.filter { $0.hook == .body }.map(\.logText))
-        return parts.joined(separator: " ")
+        return TerminalSafe.text(parts.joined(separator: " "))
     }
 
     /// `ws://` / `wss://` for the console (the files keep the handshake's http(s) URL).
@@ -89,7 +90,7 @@ public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
         if let response = flow.response {
             lines.append(contentsOf: response.headers.map { "  < \($0.name): \($0.value)" })
         }
-        return lines
+        return lines.map(TerminalSafe.text)
     }
 
     /// `512 B`, `1.2 KiB`, `3.4 MiB`, `1.0 GiB`.

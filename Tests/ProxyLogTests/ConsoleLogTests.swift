@@ -23,6 +23,26 @@ import Testing
         #expect(!ConsoleLog.line(for: Samples.plain, utc: true).contains("\u{1B}"))
     }
 
+    /// An upstream's header, `Location` or close reason carries terminal escapes: the console shows them as text.
+    @Test func trafficCannotDriveTheTerminal() {
+        var flow = Samples.plain
+        flow.response?.headers.add("X-Evil", "a\u{1B}]0;PWNED\u{07}b\u{1B}[2J\u{9B}c\u{7F}")
+        flow.events.append(HookEvent(hook: .redirect, action: "redirect", detail: "to /x\u{1B}[31mred"))
+        let line = ConsoleLog.line(for: flow, color: true, utc: true)
+        #expect(line.hasSuffix("mapped: → http://127.0.0.1:9000/v1/users redirect: to /x\\x1B[31mred"))
+        #expect(line.filter { $0 == "\u{1B}" }.count == 2) // the status colour's own two
+        #expect(ConsoleLog.headerLines(for: flow).last == "  < X-Evil: a\\x1B]0;PWNED\\x07b\\x1B[2J\\u009Bc\\x7F")
+
+        var session = Samples.plain
+        session.webSocket = WebSocketLog(close: .init(code: 4001, reason: "bye\u{1B}[H\u{1B}[J", by: .server))
+        let sessionLine = ConsoleLog.line(for: session, utc: true)
+        #expect(sessionLine.hasSuffix("by server: bye\\x1B[H\\x1B[J"))
+        #expect(!sessionLine.contains("\u{1B}"))
+        // Text without control characters is untouched, tabs and non-ASCII included in the check.
+        #expect(TerminalSafe.text("héllo ½ 日本 ✓") == "héllo ½ 日本 ✓")
+        #expect(TerminalSafe.text("a\tb") == "a\\x09b")
+    }
+
     @Test func humanUnits() {
         #expect(ConsoleLog.humanSize(0) == "0 B")
         #expect(ConsoleLog.humanSize(1023) == "1023 B")
