@@ -136,6 +136,8 @@ extension OriginHandler {
             respond(context: context, method: request.head.method, status: 200,
                     headers: [("Content-Type", "application/octet-stream")] + echoHeaders, body: request.body)
         } else {
+            // `close=1`: the 401 closes its connection, so the answer comes on a new one.
+            if request.query["close"] == "1" { closeAfterResponse = true }
             respond(context: context, method: request.head.method, status: 401,
                     headers: [("WWW-Authenticate", "Basic realm=\"test\"")], text: "unauthorized\n")
         }

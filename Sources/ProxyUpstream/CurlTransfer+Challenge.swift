@@ -40,7 +40,10 @@ extension CurlTransfer {
         guard headParser.holdsAnsweredChallenge, downloaded > CurlTransfer.maxHeldChallengeBody else { return 0 }
         let status = headParser.current?.status ?? 0
         headParser.withhold()
-        recordedError = ProxyError(.upstreamFailed, "hookproxy: challenge failed \(host): the body of the \(status) \(status == 407 ? "the upstream proxy" : "the server") sent with its challenge went on past \(CurlTransfer.maxHeldChallengeBody) bytes before it could be answered")
+        let past = "went on past \(CurlTransfer.maxHeldChallengeBody) bytes before it could be answered"
+        recordedError = status == 407 && request.settings.upstreamProxyName != nil
+            ? ProxyError(.upstreamFailed, "hookproxy: challenge failed upstream proxy \(request.settings.upstreamProxyName!) (for \(host)): the body of its 407 \(past)")
+            : ProxyError(.upstreamFailed, "hookproxy: challenge failed \(host): the body of the \(status) the server sent with its challenge \(past)")
         return 1  // non-zero: curl ends the transfer with CURLE_ABORTED_BY_CALLBACK
     }
 

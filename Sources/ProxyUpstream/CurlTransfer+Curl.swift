@@ -34,7 +34,10 @@ extension CurlTransfer {
         // Never read proxies from the environment: HTTP_PROXY often points at hookproxy itself.
         try easy.set(CURLOPT_PROXY, settings.upstreamProxy ?? "")
         if settings.upstreamProxy != nil { try easy.set(CURLOPT_PROXYAUTH, hp_auth_any()) }
-        try easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, true)
+        // The upstream proxy's answers to a CONNECT reach the header callback only to be counted (`proxyConnect`),
+        // never the response head (libcurl 7.88 marks them in no way a callback can read: see `isConnectLine`).
+        proxyConnect = tunnelsThroughProxy ? ProxyConnectHeads() : nil
+        try easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, !tunnelsThroughProxy)
         try easy.set(CURLOPT_HTTP_CONTENT_DECODING, false)
         // libcurl 7.88 refuses a new receive-buffer size once a recycled handle has its buffer: keep the old one.
         try? easy.set(CURLOPT_BUFFERSIZE, CurlTransfer.bufferSize)
@@ -139,6 +142,15 @@ extension CurlTransfer {
     // MARK: callbacks
 
     func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
+        if proxyConnect != nil, let easy,
+           proxyConnect!.isConnectLine(pretransferMicros: easy.info(offset: CURLINFO_PRETRANSFER_TIME_T) ?? 0,
+                                       connects: easy.info(CURLINFO_NUM_CONNECTS) ?? 0) {
+            guard proxyConnect!.feed(line) else {
+                recordedError = UpstreamProxyFailure.challengeFailed(proxyConnect!, settings: request.settings, target: proxyTarget)
+                return 0  // not the byte count: curl ends the transfer with CURLE_WRITE_ERROR
+            }
+            return line.count
+        }
         guard headParser.feed(line) else { return line.count }
         let status = headParser.current?.status ?? 0
         if holdsHeadForAuthRound(status) {
@@ -146,11 +158,13 @@ extension CurlTransfer {
             // time would get thousands of requests in a second (until curl's 300 KiB cap on all heads ends it with
             // "Too large response headers"). After `maxAuthRounds` answers, hookproxy stops and says why.
             guard headParser.answeredChallenges < CurlTransfer.maxAuthRounds else {
-                let who = status == 407 ? "the upstream proxy" : "the server"
                 let field = status == 407 ? "Proxy-Authenticate" : "WWW-Authenticate"
                 let offered = headParser.current?.headers[field].map { String($0.prefix(200)) } ?? "no scheme offered"
+                let asked = "asked for credentials again after \(headParser.answeredChallenges) answers (\(status) \(offered))"
                 headParser.withhold()
-                recordedError = ProxyError(.upstreamFailed, "hookproxy: challenge failed \(host): \(who) asked for credentials again after \(headParser.answeredChallenges) answers (\(status) \(offered))")
+                recordedError = status == 407 && request.settings.upstreamProxyName != nil
+                    ? ProxyError(.upstreamFailed, "hookproxy: challenge failed upstream proxy \(request.settings.upstreamProxyName!) (for \(host)): it \(asked)")
+                    : ProxyError(.upstreamFailed, "hookproxy: challenge failed \(host): the server \(asked)")
                 return 0  // not the byte count: curl ends the transfer with CURLE_WRITE_ERROR
             }
         } else if let head = headParser.takeForDelivery() {
@@ -233,6 +247,10 @@ extension CurlTransfer {
 
     private func error(for code: CURLcode) -> ProxyError {
         let reason = errorBuffer[0] == 0 ? String(cString: curl_easy_strerror(code)) : String(cString: errorBuffer)
+        if let easy, failedAtUpstreamProxy(code, easy) {
+            return UpstreamProxyFailure.error(code, reason: reason, connectCode: easy.info(CURLINFO_HTTP_CONNECTCODE) ?? 0,
+                                              settings: request.settings, target: proxyTarget)
+        }
         if let problem = Self.responseProblem(code, reason: reason, headComplete: headParser.complete) {
             return ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): \(problem) (libcurl: \(reason))")
         }
@@ -250,7 +268,18 @@ extension CurlTransfer {
             (kind, what) = (.upstreamClosed, "upstream closed the connection")
         default: (kind, what) = (.upstreamFailed, "upstream error")
         }
-        return ProxyError(kind, "hookproxy: \(what) \(host): \(reason)")
+        let through = request.settings.upstreamProxyName.map { " (through upstream proxy \($0))" } ?? ""
+        return ProxyError(kind, "hookproxy: \(what) \(host)\(through): \(reason)")
+    }
+
+    /// Whether a failure is the upstream proxy's: curl could not reach it, or the request never left it for the
+    /// server (curl had not begun the transfer: no pretransfer time) while no tunnel was open (no 2xx to a CONNECT;
+    /// a TLS failure inside an open tunnel is the server's).
+    private func failedAtUpstreamProxy(_ code: CURLcode, _ easy: CurlEasy) -> Bool {
+        guard request.settings.upstreamProxyName != nil else { return false }
+        if code == CURLE_COULDNT_RESOLVE_PROXY || code == CURLE_COULDNT_CONNECT { return true }
+        let connectCode = easy.info(CURLINFO_HTTP_CONNECTCODE) ?? 0
+        return easy.info(offset: CURLINFO_PRETRANSFER_TIME_T) ?? 0 == 0 && !(200..<300).contains(connectCode)
     }
 
     /// What was wrong with what the server sent, when libcurl's error is its refusal of it in other words: a header

@@ -18,6 +18,8 @@ final class CurlTransfer: @unchecked Sendable {
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: hp_error_size() + 1)
     var events: [HookEvent] = []
     var recordedError: ProxyError?
+    /// The upstream proxy's answers to this transfer's CONNECTs so far; nil when it does not tunnel through one.
+    var proxyConnect: ProxyConnectHeads?
     /// Set for a connect-only transfer (`UpstreamEngine.connect`): who gets the connection once curl made it.
     var connectionDelegate: (any UpstreamConnectionDelegate)?
 
@@ -38,6 +40,19 @@ final class CurlTransfer: @unchecked Sendable {
     /// upstream proxy may ask for its credentials.
     var mayAnswerChallenges: Bool {
         request.challenge?.action == .useCredential || !(request.settings.upstreamProxy ?? "").isEmpty
+    }
+
+    /// Whether curl opens a CONNECT tunnel through the upstream proxy: for TLS to the server, or for a connection
+    /// handed over (whatever the scheme).
+    var tunnelsThroughProxy: Bool {
+        guard !(request.settings.upstreamProxy ?? "").isEmpty else { return false }
+        let scheme = request.head.url.scheme
+        return request.connectOnly || scheme == "https" || scheme == "wss"
+    }
+
+    /// The target a message about the upstream proxy names: the CONNECT's `host:port` when tunnelling, else `host`.
+    var proxyTarget: String {
+        tunnelsThroughProxy && request.head.url.isDefaultPort ? "\(host):\(request.head.url.port)" : host
     }
 
     /// Whether curl speaks TLS on the connection: to the server (https, wss) or to an https upstream proxy. Only a
