@@ -27,7 +27,12 @@ struct PinCommand: ParsableCommand {
             StandardStreams.error(error.message)
             throw ExitCode(1)
         }
+        let store = cacert ?? "the system store"
         for (index, certificate) in report.presented.enumerated() {
+            // A certificate off the chain gets no `pin:` line: a rule pinning its key would never match.
+            let pinLine = report.offChain[index].map { reason in
+                "  skipped:    no pin: \(Self.describe(reason, store: store)); a pin of its key never matches"
+            } ?? "  pin:        \(certificate.pin)"
             StandardStreams.output("""
                 certificate \(index)\(index == 0 ? " (leaf)" : "")
                   subject:    \(certificate.subject)
@@ -35,17 +40,17 @@ struct PinCommand: ParsableCommand {
                   not before: \(certificate.notBefore)
                   not after:  \(certificate.notAfter)
                   sha256:     \(certificate.fingerprint)
-                  pin:        \(certificate.pin)
+                \(pinLine)
                 """)
         }
-        let store = cacert ?? "the system store"
         if let failure = report.verificationFailure {
             StandardStreams.output("verifies against \(store): no — \(failure)")
         } else {
             StandardStreams.output("verifies against \(store): yes")
         }
         let name = servername ?? host
-        let pins = report.presented.map { "\"\($0.pin)\"" }.joined(separator: ", ")
+        let pins = report.presented.indices.filter { report.offChain[$0] == nil }
+            .map { "\"\(report.presented[$0].pin)\"" }.joined(separator: ", ")
         StandardStreams.output("""
 
             # paste into a rule file (pin the leaf and its issuers: any one matching passes):
@@ -54,5 +59,14 @@ struct PinCommand: ParsableCommand {
                 match: { host: "\(name)"\(port == 443 ? "" : ", port: \(port)") }
                 trust: { pinning: public_key, pins: [\(pins)]\(cacert.map { ", ca_file: \"\($0)\"" } ?? "") }
             """)
+    }
+
+    private static func describe(_ reason: ChainReport.OffChainReason, store: String) -> String {
+        switch reason {
+        case .notOnVerifiedChain:
+            "not on the chain that verifies against \(store) (the server sent it beside the chain)"
+        case .notOnSignedPath:
+            "it signs neither the leaf nor a certificate that signs the leaf (the server sent it beside the chain)"
+        }
     }
 }

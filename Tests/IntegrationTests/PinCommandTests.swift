@@ -92,6 +92,31 @@ struct PinCommandTests {
         }
     }
 
+    @Test("pin prints no pin for a certificate the server sends beside the chain: it could never match",
+          arguments: [true, false])
+    func extraCertificateSkipped(verifies: Bool) async throws {
+        let hookproxy = try executable()
+        let L = Self.ca.leaf, I = Self.ca.intermediate, S = Self.ca.selfSigned
+        // S (self-signed, unrelated) is presented after the real chain: neither on the chain that verifies against
+        // R (with --cacert) nor on the leaf's signed path (without: what allow_invalid_certificates counts).
+        try await withOrigin(tls: Self.ca.identity([L, I, S])) { origin in
+            let directory = try TemporaryDirectory()
+            let root = try directory.writePEM([Self.ca.root], to: "root.pem")
+            let run = try await Hooks.run(hookproxy, ["pin", "127.0.0.1:\(origin.port)"] + (verifies ? ["--cacert", root] : []))
+            #expect(run.exitCode == 0, "\(run.stderr)")
+            #expect(run.stdout.contains(verifies ? ": yes" : ": no"), "\(run.stdout)")
+            #expect(Self.values("pin", in: run.stdout) == [L.spkiPin, I.spkiPin], "\(run.stdout)")
+            #expect(!run.stdout.contains(S.spkiPin), "the snippet pins S: \(run.stdout)")
+            // S is still listed, in the order presented, with the reason it has no pin.
+            #expect(Self.values("subject", in: run.stdout).count == 3, "\(run.stdout)")
+            let skipped = Self.values("skipped", in: run.stdout)
+            #expect(skipped.count == 1, "\(run.stdout)")
+            #expect(skipped.first?.contains(verifies ? "not on the chain that verifies against \(root)" : "signs neither the leaf") == true,
+                    "\(skipped)")
+            #expect(skipped.first?.contains("never matches") == true, "\(skipped)")
+        }
+    }
+
     @Test("pin against an unreachable port: exit 1 with a clear message")
     func unreachable() async throws {
         let hookproxy = try executable()

@@ -25,4 +25,13 @@ extension TrustCasesTests {
         try await accept(server: [L, I], .init(pinning: "public_key", pins: [I], ai: true),
                          detail: ["step 4", I.spkiPin])
     }
+
+    @Test("what `hookproxy pin` skips does not pass: an unrelated certificate sent after a valid chain, pinned")
+    func extraPresentedCertificatePinned() async throws {
+        // PinCommandTests.extraCertificateSkipped: `pin` prints no pin for S here; a rule pinning it is rejected.
+        try await reject(server: [L, I, S], .init(pinning: "public_key", pins: [S], store: [R]),
+                         reason: ["step 4", "no pinned public key"])
+        try await reject(server: [L, I, S], .init(pinning: "public_key", pins: [S], ai: true, vd: false),
+                         reason: ["step 4", "no pinned public key"])
+    }
 }

@@ -9,6 +9,18 @@ public struct ChainReport: Sendable {
     public var presented: [X509Certificate]
     /// nil when the chain verifies against the store (and names the host), else why not.
     public var verificationFailure: String?
+    /// The presented certificates (by index) whose public key a `public_key` pin can never match, and why: trust
+    /// rules count only the keys of the chain as built (TrustEvaluator step 4). The others are on that chain.
+    public var offChain: [Int: OffChainReason]
+
+    /// Why a presented certificate is not on the chain whose keys a `public_key` rule counts.
+    public enum OffChainReason: Sendable, Equatable {
+        /// The chain verifies against the store, and this certificate is not on the path it was built along.
+        case notOnVerifiedChain
+        /// The chain does not verify (it can pass only with `allow_invalid_certificates`), and this certificate
+        /// does not sign the leaf or a certificate that signs it, one after another.
+        case notOnSignedPath
+    }
 }
 
 /// Connects to a TLS server with libcurl (no request is sent) and captures its certificate chain.
@@ -57,7 +69,7 @@ public enum ChainInspector {
             let reason = String(cString: curl_easy_strerror(code))
             throw ProxyError(.connectFailed, "hookproxy: cannot reach \(host):\(port): \(reason)")
         }
-        return ChainReport(presented: capture.presented, verificationFailure: capture.failure)
+        return ChainReport(presented: capture.presented, verificationFailure: capture.failure, offChain: capture.offChain)
     }
 
     /// Collects the chain inside the handshake (on the calling thread) and judges it with policy `none`.
@@ -66,6 +78,7 @@ public enum ChainInspector {
         let caFile: String?
         var presented: [X509Certificate] = []
         var failure: String?
+        var offChain: [Int: ChainReport.OffChainReason] = [:]
 
         init(host: String, caFile: String?) {
             self.host = host
@@ -75,8 +88,15 @@ public enum ChainInspector {
         func take(_ storeContext: OpaquePointer) {
             presented = X509Certificate.presentedChain(storeContext)
             let policy = TrustPolicy(rule: "pin", caFile: caFile)
-            if case .rejected(let reason) = TrustEvaluator(policy: policy, host: host).evaluate(presented: presented) {
+            let evaluator = TrustEvaluator(policy: policy, host: host)
+            if case .rejected(let reason) = evaluator.evaluate(presented: presented) {
                 failure = reason.replacingOccurrences(of: "step 1: ", with: "")
+            }
+            // A presented certificate counts when its key is on the chain: by key, as step 4 matches pins.
+            let (chain, verified) = evaluator.publicKeyChain(presented)
+            let keys = Set(chain.map(\.spkiSHA256))
+            for (index, certificate) in presented.enumerated() where !keys.contains(certificate.spkiSHA256) {
+                offChain[index] = verified ? .notOnVerifiedChain : .notOnSignedPath
             }
         }
     }

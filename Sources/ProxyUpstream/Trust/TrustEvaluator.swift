@@ -74,6 +74,15 @@ struct TrustEvaluator {
         return .accepted("step 4: \(match.pin) matched \(match.subject)")
     }
 
+    /// The chain whose public keys step 4 of a `public_key` rule looks at, as `hookproxy pin` needs it: the chain as
+    /// built when `presented` verifies against the store (dates included, the host name not: that is step 2's
+    /// business), and `verified` true; otherwise the leaf's signed path (`signedPath`), which is what counts once
+    /// `allow_invalid_certificates` is set (without it such a chain fails step 2 whatever the pins).
+    func publicKeyChain(_ presented: [X509Certificate]) -> (chain: [X509Certificate], verified: Bool) {
+        let result = verify(presented, store: TrustStores.shared.store(caFile: policy.caFile), partial: false)
+        return result.ok ? (result.chain, true) : (Self.signedPath(presented), false)
+    }
+
     /// The leaf followed by each presented certificate that issued (and whose key verifies the signature of) the one
     /// before it, until a self-issued certificate or one with no presented issuer. Every certificate (by DER) at most once, so
     /// a loop (A signed by B, B by A) or duplicates end the walk. Dates and CA flags are not looked at (AI). At most
