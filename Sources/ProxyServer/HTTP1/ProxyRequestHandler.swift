@@ -395,12 +395,13 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// hookproxy's own answer to a CONNECT it could not carry out (bad target, connect failure, no interception):
-    /// written, logged, and the connection closed.
-    func answerConnect(_ response: LocalResponse, request: RequestContext) {
-        writeLocal(response, keepAlive: false, events: [], request: request)
+    /// written, logged with its reason as the record's error, and the connection closed.
+    func answerConnect(_ error: ProxyError, request: RequestContext) {
+        writeLocal(.error(error), keepAlive: false, events: [], request: request, error: error.message)
     }
 
-    private func writeLocal(_ response: LocalResponse, keepAlive: Bool, events: [HookEvent], request: RequestContext) {
+    private func writeLocal(_ response: LocalResponse, keepAlive: Bool, events: [HookEvent], request: RequestContext,
+                            error: String? = nil) {
         // A refused CONNECT (407) closes: the decoder stops parsing after a CONNECT head, and its body can only be
         // close-delimited (see sendBodyBelowEncoder).
         let isConnect = request.head.method == .CONNECT
@@ -432,7 +433,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             ? CapturedBody(bytes: Array(sent.prefix(limit)), truncated: sent.count > limit) : nil
         if !request.isViewerRequest {
             proxy.record(request.record(id: proxy.makeFlowID(), response: head, bodySize: sent.count, events: events,
-                                        responseBody: captured))
+                                        responseBody: captured, error: error))
         }
     }
 

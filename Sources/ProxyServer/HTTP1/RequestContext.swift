@@ -50,7 +50,7 @@ struct RequestContext {
     /// The log record of this request: the one place a `FlowRecord` is built, for a local answer (`hop` nil) and
     /// for every upstream hop alike.
     func record(id: Int, response: ResponseHead?, bodySize: Int, events: [HookEvent],
-                responseBody: CapturedBody? = nil, hop: Hop? = nil) -> FlowRecord {
+                responseBody: CapturedBody? = nil, hop: Hop? = nil, error: String? = nil) -> FlowRecord {
         let start = hop?.start ?? self.start
         let outcome = hop?.outcome
         return FlowRecord(
@@ -59,7 +59,7 @@ struct RequestContext {
             response: response, requestBodySize: hop?.requestBodySize ?? requestBodySize, responseBodySize: bodySize,
             requestBody: hop == nil ? requestBody : hop?.requestBody, responseBody: responseBody,
             timings: outcome?.timings ?? Timings(), durationMs: Date().timeIntervalSince(start) * 1000,
-            rules: hop?.rules ?? rules, events: events + (outcome?.events ?? []), error: hop?.error,
+            rules: hop?.rules ?? rules, events: events + (outcome?.events ?? []), error: error ?? hop?.error,
             hop: hop?.number ?? 0, serverIP: outcome?.serverIP, connectionID: outcome?.connectionID,
             secretValues: hop?.secretValues ?? [])
     }

@@ -19,7 +19,7 @@ enum Interception {
             case .failure(let error):
                 let message = "hookproxy: cannot intercept \(target): \(error)"
                 proxy.logger.error("\(message)")
-                handler.answerConnect(.error(ProxyError(.tlsFailed, message)), request: request)
+                handler.answerConnect(ProxyError(.tlsFailed, message), request: request)
             case .success(let sslContext):
                 handler.becomeTunnelAfter200(install: { pipeline in
                     try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))

@@ -12,13 +12,13 @@ enum ConnectTunnel {
         let target = request.head.uri
         let proxy = handler.proxy
         guard let (host, port) = ProxyURL.splitAuthority(Substring(target), defaultPort: 443), target.contains(":") || target.hasPrefix("[") else {
-            handler.answerConnect(.error(ProxyError(.badRequest, "hookproxy: bad request: CONNECT target must be host:port, got '\(target.prefix(200))'")),
+            handler.answerConnect(ProxyError(.badRequest, "hookproxy: bad request: CONNECT target must be host:port, got '\(target.prefix(200))'"),
                                   request: request)
             return
         }
         if let listening = proxy.listeningAddress, port == listening.port,
            RequestClassifier.isOwnAddress(ProxyURL(scheme: "http", host: host, port: port), listening: listening) {
-            handler.answerConnect(.error(ProxyError(.loopDetected, "hookproxy: loop detected: CONNECT \(target.prefix(200)) is hookproxy itself")),
+            handler.answerConnect(ProxyError(.loopDetected, "hookproxy: loop detected: CONNECT \(target.prefix(200)) is hookproxy itself"),
                                   request: request)
             return
         }
@@ -36,7 +36,7 @@ enum ConnectTunnel {
                 case .success(let upstream) where isSelf(upstream, proxy: proxy):
                     // a name that resolved to the listener: never a tunnel to itself
                     upstream.close(promise: nil)
-                    handler.answerConnect(.error(ProxyError(.loopDetected, "hookproxy: loop detected: CONNECT \(target.prefix(200)) reaches hookproxy itself")),
+                    handler.answerConnect(ProxyError(.loopDetected, "hookproxy: loop detected: CONNECT \(target.prefix(200)) reaches hookproxy itself"),
                                           request: request)
                 case .success(let upstream):
                     splice(client: context, upstream: upstream, handler: handler, target: target)
@@ -44,7 +44,7 @@ enum ConnectTunnel {
                     let failure = error as? ProxyError
                         ?? ProxyError(.connectFailed, "hookproxy: cannot connect to \(target): \(error)")
                     proxy.logger.warning("CONNECT \(target): \(failure.message) after \(ContinuousClock.now - started)")
-                    handler.answerConnect(.error(failure), request: request)
+                    handler.answerConnect(failure, request: request)
                 }
             }
     }
