@@ -79,6 +79,12 @@ public final class TestCA: Sendable {
                                    issuer: intermediate, notBefore: whole(notBefore), notAfter: whole(notAfter))
     }
 
+    /// A new leaf under I with the given common name and DNS SANs (no IP SAN), for tests of odd names: a NUL byte
+    /// inside one, a name the host check must not match by truncation.
+    public func leaf(name: String, commonName: String, dnsNames: [String]) throws -> TestCertificate {
+        try TestCA.makeLeaf(name: name, commonName: commonName, names: dnsNames.map { .dnsName($0) }, issuer: intermediate)
+    }
+
     /// A server identity presenting `chain` (leaf first) with the leaf's key, e.g. `identity([leaf, intermediate])`.
     public func identity(_ chain: [TestCertificate]) -> TestTLSIdentity {
         TestTLSIdentity(chain: chain)

@@ -72,5 +72,41 @@ struct RedirectEdgeTests {
             }
         }
     }
-}
 
+    @Test("a followed 303/307/308 whose upload and own body are both over --body-limit: 303 goes on as a GET, 307/308 get a 502 saying the body cannot be replayed",
+          arguments: [303, 307, 308])
+    func bodiesOverLimit(status: Int) async throws {
+        try await withOrigin { target in
+            let filler = String(repeating: "r", count: 8192)
+            let script: [MisbehavingOrigin.Step] = [
+                .text("HTTP/1.1 \(status) Moved\r\nLocation: \(target.baseURL)/echo\r\nContent-Length: \(filler.utf8.count)\r\n\r\n\(filler)"),
+            ]
+            try await MisbehavingOrigin.with(script) { redirector in
+                let directory = try TemporaryDirectory()
+                let rules = try Hooks.store(directory, Self.follow)
+                try await withHookProxy(rules: rules, { $0.limits.bodyLimit = 1024 }) { proxy in
+                    let upload = String(repeating: "u", count: 8192)
+                    let response = try await Hooks.curl(proxy, "\(redirector.baseURL)/start", ["--data-binary", upload])
+                    // The first hop carried the whole upload, unchanged.
+                    #expect(String(decoding: redirector.received, as: UTF8.self).hasSuffix("\r\n\r\n" + upload))
+                    let records = await Hooks.records(proxy, count: status == 303 ? 2 : 1)
+                    if status == 303 {
+                        #expect(response.status == 200, "\(response.bodyText.prefix(300))")
+                        #expect(response.header("X-Method") == "GET")
+                        #expect(response.bodyText.isEmpty, "the 303's own body never reaches the client")
+                        #expect(target.requests.map(\.method) == ["GET"])
+                        #expect(target.requests.first?.body.isEmpty == true)
+                        #expect(records.map { $0.response?.status } == [303, 200])
+                    } else {
+                        #expect(response.status == 502, "\(response.bodyText.prefix(300))")
+                        #expect(response.bodyText.contains("larger than --body-limit"), "\(response.bodyText)")
+                        #expect(response.bodyText.contains("replay"), "\(response.bodyText)")
+                        #expect(!response.bodyText.contains(filler.prefix(64)), "the \(status)'s own body leaked")
+                        #expect(target.requests.isEmpty, "the \(status) was followed without its body")
+                        #expect(records.last?.error?.contains("larger than --body-limit") == true, "\(records.map(\.error))")
+                    }
+                }
+            }
+        }
+    }
+}
