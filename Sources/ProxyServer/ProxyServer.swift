@@ -157,8 +157,9 @@ public final class ProxyServer: Sendable {
         let upstream = context.engine.statistics
         if upstream.transfers > 0 {
             let reused = (upstream.reuseRate * 1000).rounded() / 10
+            let unconnected = upstream.unconnected > 0 ? ", \(upstream.unconnected) never connected" : ""
             context.logger.info("""
-                upstream: \(upstream.transfers) requests, \(upstream.newConnections) new connections (\(reused)% reused one); \
+                upstream: \(upstream.transfers) requests, \(upstream.newConnections) new connections (\(reused)% reused one)\(unconnected); \
                 \(upstream.readySockets) socket events, \(upstream.wakeups) of them woke a sleeping event loop
                 """)
         }

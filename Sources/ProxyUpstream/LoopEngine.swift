@@ -260,7 +260,9 @@ final class LoopEngine: @unchecked Sendable {
             _ = hp_getinfo_ptr(handle, CURLINFO_PRIVATE, &privatePointer)
             guard let privatePointer else { continue }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(privatePointer).takeUnretainedValue()
-            statistics.count(newConnections: transfer.easy?.info(CURLINFO_NUM_CONNECTS) ?? 0)
+            // No new connection and no pretransfer time: it never had one (a reused connection sets the time).
+            statistics.count(newConnections: transfer.easy?.info(CURLINFO_NUM_CONNECTS) ?? 0,
+                             connected: (transfer.easy?.info(offset: CURLINFO_PRETRANSFER_TIME_T) ?? 0) > 0)
             if code == CURLE_OK, let delegate = transfer.connectionDelegate {
                 handOver(transfer, to: delegate)
                 continue

@@ -128,25 +128,30 @@ public final class UpstreamEngine: Sendable {
     }
 }
 
-/// Transfers finished, and the upstream connections they opened: the rest reused a cached connection.
+/// Transfers finished, the upstream connections they opened, and those that never had one (the server or the
+/// upstream proxy could not be reached, or the transfer was cancelled first): the rest reused a cached connection.
 public struct UpstreamStatistics: Sendable, Hashable {
     public var transfers: Int
     public var newConnections: Int
+    /// Transfers that ended without a connection, new or reused.
+    public var unconnected: Int
     /// Upstream sockets found ready, and how many times the watcher thread had to wake a sleeping loop for one:
     /// the rest were found by a busy loop's own polls, with no thread hop.
     public var readySockets: Int
     public var wakeups: Int
 
-    public init(transfers: Int, newConnections: Int, readySockets: Int = 0, wakeups: Int = 0) {
+    public init(transfers: Int, newConnections: Int, unconnected: Int = 0, readySockets: Int = 0, wakeups: Int = 0) {
         self.transfers = transfers
         self.newConnections = newConnections
+        self.unconnected = unconnected
         self.readySockets = readySockets
         self.wakeups = wakeups
     }
 
-    /// The share of transfers that found a connection ready, 0…1 (1 when none ran).
+    /// The share of the transfers that had a connection which found one ready, 0…1 (0 when none had one).
     public var reuseRate: Double {
-        transfers == 0 ? 1 : Double(max(0, transfers - newConnections)) / Double(transfers)
+        let connected = transfers - unconnected
+        return connected <= 0 ? 0 : Double(max(0, connected - newConnections)) / Double(connected)
     }
 }
 
@@ -154,12 +159,18 @@ public struct UpstreamStatistics: Sendable, Hashable {
 final class UpstreamStatisticsCounter: Sendable {
     private let transfers = Atomic<Int>(0)
     private let newConnections = Atomic<Int>(0)
+    private let unconnected = Atomic<Int>(0)
     private let readySockets = Atomic<Int>(0)
     private let wakeups = Atomic<Int>(0)
 
-    func count(newConnections connections: Int) {
+    /// One finished transfer: the connections it opened, or (none) whether it got a reused one at all.
+    func count(newConnections connections: Int, connected: Bool) {
         transfers.wrappingAdd(1, ordering: .relaxed)
-        if connections > 0 { newConnections.wrappingAdd(connections, ordering: .relaxed) }
+        if connections > 0 {
+            newConnections.wrappingAdd(connections, ordering: .relaxed)
+        } else if !connected {
+            unconnected.wrappingAdd(1, ordering: .relaxed)
+        }
     }
 
     func count(readySockets count: Int) {
@@ -173,6 +184,6 @@ final class UpstreamStatisticsCounter: Sendable {
     var snapshot: UpstreamStatistics {
         UpstreamStatistics(
             transfers: transfers.load(ordering: .relaxed), newConnections: newConnections.load(ordering: .relaxed),
-            readySockets: readySockets.load(ordering: .relaxed), wakeups: wakeups.load(ordering: .relaxed))
+            unconnected: unconnected.load(ordering: .relaxed), readySockets: readySockets.load(ordering: .relaxed), wakeups: wakeups.load(ordering: .relaxed))
     }
 }

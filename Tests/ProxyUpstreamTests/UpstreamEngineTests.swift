@@ -138,6 +138,28 @@ struct UpstreamEngineTests {
         }
     }
 
+    @Test("a transfer that could not connect counts as neither a new connection nor a reused one")
+    func unconnectedTransferIsNotReuse() async throws {
+        try await withEngine { engine, origin in
+            let refusing = try RefusingPort()
+            let failed = TestDelegate()
+            engine.start("GET", "http://127.0.0.1:\(refusing.port)/x", delegate: failed)
+            let failure = try #require(await failed.waitForCompletion())
+            withExtendedLifetime(refusing) {}
+            #expect(failure.error != nil)
+            for _ in 0..<2 {
+                let delegate = TestDelegate()
+                engine.start("GET", "\(origin.baseURL)/echo", delegate: delegate)
+                #expect(try #require(await delegate.waitForCompletion()).error == nil)
+            }
+            let statistics = engine.statistics
+            #expect(statistics.transfers == 3)
+            #expect(statistics.newConnections == 1)
+            #expect(statistics.unconnected == 1)
+            #expect(statistics.reuseRate == 0.5, "one of the two connected transfers reused a connection")
+        }
+    }
+
     @Test func headersKeepOrderCaseAndDuplicates() async throws {
         try await withEngine { engine, origin in
             let delegate = TestDelegate()
