@@ -672,4 +672,43 @@ import Testing
             #expect(channel.isActive)
         }
     }
+
+    /// A framing hookproxy refuses (RequestFraming) is answered 400 from the head, at once, and the connection
+    /// closes; the body the decoder still hands on after the close is dropped quietly. Was a bug: the closed
+    /// handler went back to idle, took those parts for a driver bug and logged "internal: request part in state idle".
+    @Test func refusedFramingIsAnsweredOnceAndItsBodyDroppedQuietly() async throws {
+        let log = CapturedLog()
+        try await Self.withContext({ $0.logger = Logger(label: "test", factory: { _ in log }) }) { context, recorder in
+            let channel = try Self.makeChannel(context)
+            defer { Self.finish(channel) }
+            try Self.send(channel, "POST http://127.0.0.1:9/x HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"
+                          + "Transfer-Encoding: gzip, chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n")
+            let responses = try Self.responses(channel)
+            #expect(responses.map(\.status) == [400])
+            #expect(responses.first?.body.contains("Transfer-Encoding 'gzip, chunked'") == true)
+            #expect(!channel.isActive)
+            #expect(recorder.records.count == 1)
+            #expect(!log.messages.contains { $0.contains("internal") }, "\(log.messages)")
+        }
+    }
+}
+
+/// Keeps every message logged through it, for assertions on what a user would read.
+final class CapturedLog: LogHandler, @unchecked Sendable {
+    private let lock = NSLock()
+    private var kept: [String] = []
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    var messages: [String] { lock.withLock { kept } }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
+             function: String, line: UInt) {
+        lock.withLock { kept.append("\(level) \(message)") }
+    }
 }

@@ -69,7 +69,7 @@ final class Exchange {
         self.rules = rules
         self.plan = plan
         self.request = request
-        let framing = Exchange.requestFraming(request.head, method: clientHead.method)
+        let framing = RequestFraming.body(of: request.head, method: clientHead.method)
         self.requestFraming = framing
         self.clientVersion = request.head.version
         self.hopRequest = clientHead
@@ -121,15 +121,6 @@ final class Exchange {
     /// The id the viewer shows the current hop under while it is pending (its record keeps it); nil without a
     /// viewer, and once that record is made.
     private var startedFlowID: Int?
-
-    static func requestFraming(_ head: HTTPRequestHead, method: String) -> UpstreamRequest.Body {
-        if head.headers.contains(name: "transfer-encoding") { return .chunked }
-        if let length = head.headers.first(name: "content-length").flatMap(Int64.init) {
-            if length == 0 && ["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"].contains(method) { return .none }
-            return .length(length)
-        }
-        return .none
-    }
 
     /// Whether the whole response has been handed to the client's channel.
     var responseIsComplete: Bool { machine.responseComplete }

@@ -64,13 +64,16 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
     static func describe(_ error: HTTPParserError) -> String {
         switch error {
         case .invalidMethod: "unknown method"
-        case .unexpectedContentLength: "Content-Length together with Transfer-Encoding"
-        case .invalidContentLength: "invalid Content-Length"
+        // llhttp's reasons behind NIO's coarser errors: `.unexpectedContentLength` is only a second Content-Length;
+        // `.invalidContentLength` also a Content-Length after Transfer-Encoding; `.unknown` covers a
+        // Transfer-Encoding after Content-Length, or one whose last coding is not chunked.
+        case .unexpectedContentLength: "two Content-Length fields"
+        case .invalidContentLength: "invalid Content-Length (empty, not a number, too large, or together with Transfer-Encoding)"
         case .invalidVersion: "invalid HTTP version"
         case .invalidURL: "invalid request target"
         case .invalidHeaderToken: "invalid character in a header"
         case .invalidChunkSize: "invalid chunk size"
-        default: "malformed request (syntax or framing, e.g. Content-Length together with Transfer-Encoding)"
+        default: "malformed request (syntax or framing, e.g. a Transfer-Encoding whose last coding is not chunked, or Content-Length together with Transfer-Encoding)"
         }
     }
 }

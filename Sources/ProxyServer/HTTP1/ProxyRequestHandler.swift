@@ -181,7 +181,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if case .exchanging(let exchange) = state { exchange.clientClosed() }
         if case .upgrading(let handshake) = state { handshake.clientClosed() }
         if case .streamingEvents(let stream) = state { stream.stop() }
-        state = .idle
+        // Not `.idle`: the decoder may still hand on parts of what it read before the close (the body of a request
+        // answered and closed at once, RequestFraming), and they are dropped, not taken for a protocol error.
+        state = .closing
         context.fireChannelInactive()
     }
 
@@ -278,6 +280,13 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if impliedAuthority == nil, let channel = context?.channel { ClientEndOfInput.hold(channel) }
             return
         }
+        if let refusal = RequestFraming.refusal(nioHead) {
+            // Answered at once, not after the body: a body hookproxy cannot pass on may never end (a Content-Length
+            // past 2^63). The connection closes; what the client still sends is dropped.
+            proxy.logger.warning("\(request.client): \(refusal.message)")
+            writeLocal(.error(refusal), keepAlive: false, events: modeEvents, request: request)
+            return
+        }
         let kind = if let reverse {
             RequestClassifier.classify(nioHead, reverse: reverse, loopMarker: proxy.loopMarker)
         } else {
@@ -294,7 +303,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .ownAddress(let path):
             state = .answeringLocally(OnboardingPage.response(for: path, ca: proxy.certificateAuthority), keepAlive: keepAlive, events: [], request)
         case .forward(let clientHead):
-            let bodiless = Exchange.requestFraming(nioHead, method: clientHead.method) == .none
+            let bodiless = RequestFraming.body(of: nioHead, method: clientHead.method) == .none
             if let token = UpgradeHandshake.upgradeToken(nioHead, bodiless: bodiless) {
                 startUpgrade(UpgradeHandshake.restoringUpgrade(clientHead, from: nioHead), token: token, request: request)
             } else {

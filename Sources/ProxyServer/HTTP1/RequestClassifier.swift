@@ -16,6 +16,7 @@ enum RequestClassifier {
                          listening: (host: String, port: Int)?, loopMarker: String = "") -> Kind {
         let uri = head.uri
         if !loopMarker.isEmpty, head.headers["via"].contains(where: { $0.contains(loopMarker) }) { return .loop }
+        if let refusal = hostRefusal(head) { return refusal }
         var headers = HeaderFields(head.headers)
         let url: ProxyURL
         if uri.hasPrefix("/") {
@@ -47,6 +48,7 @@ enum RequestClassifier {
     static func classify(_ head: HTTPRequestHead, reverse: ReverseRoute, loopMarker: String = "") -> Kind {
         let uri = head.uri
         if !loopMarker.isEmpty, head.headers["via"].contains(where: { $0.contains(loopMarker) }) { return .loop }
+        if let refusal = hostRefusal(head) { return refusal }
         let path: String
         let query: String?
         if uri.hasPrefix("/") {
@@ -61,6 +63,17 @@ enum RequestClassifier {
         HopByHop.strip(&headers)
         headers.set("Host", url.authority)
         return .forward(RequestHead(method: head.method.rawValue, url: url, version: HTTPVersionNumber(head.version), headers: headers))
+    }
+
+    /// RFC 9112 §3.2: a request with more than one Host field gets 400 (hookproxy would route by the first, and
+    /// a server behind another intermediary might read the last).
+    private static func hostRefusal(_ head: HTTPRequestHead) -> Kind? {
+        var hosts = 0
+        for field in head.headers where field.name.caseInsensitiveEquals("host") {
+            hosts += 1
+            if hosts > 1 { return .invalid("more than one Host header") }
+        }
+        return nil
     }
 
     static func isOwnAddress(_ url: ProxyURL, listening: (host: String, port: Int)) -> Bool {

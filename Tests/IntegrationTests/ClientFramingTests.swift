@@ -1,0 +1,100 @@
+import Foundation
+import ProxyServer
+import ProxyTestSupport
+import Testing
+
+/// Hostile HTTP/1.1 clients and their request bodies: what reaches the upstream must be the message hookproxy's
+/// parser read, or nothing (a 400 to the client); a connection the client ends gets no answer it did not ask for.
+/// Upstreams are `MisbehavingOrigin`s, which record every byte they receive; clients are `RawClient`s.
+@Suite("hostile clients: request framing", .timeLimit(.minutes(3)))
+struct ClientFramingTests {
+    static let ok: [MisbehavingOrigin.Step] = [.text("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")]
+
+    @Test("a Content-Length with whitespace around the number: the origin gets the body, framed by its length",
+          arguments: ["4 ", "  4  "])
+    func contentLengthWithWhitespace(_ value: String) async throws {
+        try await MisbehavingOrigin.with(Self.ok) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    try await client.send(rawRequest("POST \(origin.baseURL)/upload HTTP/1.1",
+                                                     ["Host: 127.0.0.1:\(origin.port)", "Content-Length: \(value)"], body: "abcd"))
+                    let response = try await client.readResponse()
+                    #expect(response.status == 200)
+                }
+                // The body was read by the parser, so it must have gone upstream (it went nowhere: the request left
+                // without a body, and the client's 4 bytes were dropped).
+                let received = String(decoding: origin.received, as: UTF8.self)
+                #expect(received.contains("Content-Length: 4\r\n"), "\(received)")
+                #expect(received.hasSuffix("\r\n\r\nabcd"), "\(received)")
+            }
+        }
+    }
+
+    @Test("a framing hookproxy cannot pass on unchanged: 400 at once naming it, the connection closes, nothing goes upstream",
+          arguments: [
+            ("POST", "HTTP/1.1", ["Transfer-Encoding: gzip, chunked"], "4\r\nabcd\r\n0\r\n\r\n", "Transfer-Encoding"),
+            ("POST", "HTTP/1.1", ["Transfer-Encoding: gzip", "Transfer-Encoding: chunked"], "4\r\nabcd\r\n0\r\n\r\n", "Transfer-Encoding"),
+            // The parser refuses it too, but only after handing on the head, which started an upstream transfer.
+            ("POST", "HTTP/1.1", ["Transfer-Encoding: xchunked"], "4\r\nabcd\r\n0\r\n\r\n", "Transfer-Encoding"),
+            ("POST", "HTTP/1.0", ["Transfer-Encoding: chunked"], "4\r\nabcd\r\n0\r\n\r\n", "HTTP/1.0"),
+            // Fits llhttp's 64 bits, not curl's 63: the body never ends, so the answer cannot wait for it.
+            ("PUT", "HTTP/1.1", ["Content-Length: 18446744073709551615"], "abcd", "Content-Length"),
+          ])
+    func refusedFraming(method: String, version: String, framing: [String], body: String, named: String) async throws {
+        try await MisbehavingOrigin.with(Self.ok) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    try await client.send(rawRequest("\(method) \(origin.baseURL)/upload \(version)",
+                                                     ["Host: 127.0.0.1:\(origin.port)"] + framing, body: body))
+                    let response = try await client.readResponse(method: method)
+                    #expect(response.status == 400)
+                    #expect(response.bodyText.hasPrefix("hookproxy: bad request: "), "\(response.bodyText)")
+                    #expect(response.bodyText.contains(named), "\(response.bodyText)")
+                    #expect(await client.waitForClose())
+                }
+                #expect(origin.connections == 0, "\(String(decoding: origin.received, as: UTF8.self))")
+                let record = try #require(proxy.recorder.records.first)
+                #expect(record.response?.status == 400)
+            }
+        }
+    }
+
+    @Test("the parser's 400s name what is wrong: two Content-Lengths are not called 'with Transfer-Encoding'",
+          arguments: [
+            (["Content-Length: 4", "Content-Length: 4"], "two Content-Length fields"),
+            (["Content-Length: 4", "Transfer-Encoding: chunked"], "Transfer-Encoding"),
+            (["Transfer-Encoding: chunked", "Content-Length: 4"], "Transfer-Encoding"),
+          ])
+    func parserRefusalsSayWhy(framing: [String], says: String) async throws {
+        try await withProxy { proxy in
+            try await withRawClient(proxy) { client in
+                try await client.send(rawRequest("POST http://127.0.0.1:9/upload HTTP/1.1", ["Host: 127.0.0.1:9"] + framing,
+                                                 body: "abcd"))
+                let response = try await client.readResponse()
+                #expect(response.status == 400)
+                #expect(response.bodyText.contains(says), "\(response.bodyText)")
+                if framing.allSatisfy({ $0.hasPrefix("Content-Length") }) {
+                    #expect(!response.bodyText.contains("Transfer-Encoding"), "\(response.bodyText)")
+                }
+            }
+        }
+    }
+
+    @Test("two Host fields: 400, nothing goes upstream")
+    func twoHosts() async throws {
+        try await MisbehavingOrigin.with(Self.ok) { origin in
+            try await withProxy { proxy in
+                for target in ["/x", "\(origin.baseURL)/x"] {
+                    try await withRawClient(proxy) { client in
+                        try await client.send(rawRequest("GET \(target) HTTP/1.1",
+                                                         ["Host: 127.0.0.1:\(origin.port)", "Host: elsewhere.invalid"]))
+                        let response = try await client.readResponse()
+                        #expect(response.status == 400, "\(target)")
+                        #expect(response.bodyText.contains("Host"), "\(response.bodyText)")
+                    }
+                }
+                #expect(origin.connections == 0)
+            }
+        }
+    }
+}
