@@ -80,6 +80,54 @@ struct ClientFramingTests {
         }
     }
 
+    @Test("requests pipelined after one that closes the connection get no answer (not a 400)",
+          arguments: [("HTTP/1.1", ["Connection: close"]), ("HTTP/1.0", [])])
+    func bytesAfterAClosingRequest(version: String, closing: [String]) async throws {
+        try await MisbehavingOrigin.with(Self.ok) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    let host = "Host: 127.0.0.1:\(origin.port)"
+                    let next = rawRequest("GET \(origin.baseURL)/next HTTP/1.1", [host])
+                    try await client.send(rawRequest("GET \(origin.baseURL)/closing \(version)", [host] + closing) + next + next)
+                    let response = try await client.readResponse()
+                    #expect(response.status == 200)
+                    #expect(response.bodyText == "ok")
+                    // The connection ends after that response: the client sends the others again on a new one.
+                    let rest = String(decoding: try await client.readToEOF(), as: UTF8.self)
+                    #expect(rest.isEmpty, "\(rest)")
+                }
+                let received = String(decoding: origin.received, as: UTF8.self)
+                #expect(!received.contains("/next"), "\(received)")
+                #expect(proxy.recorder.records.count == 1)
+            }
+        }
+    }
+
+    @Test("Expect: 100-continue: an HTTP/1.1 client gets 100 then the answer; an HTTP/1.0 client only the answer")
+    func expectContinue() async throws {
+        try await MisbehavingOrigin.with(Self.ok) { origin in
+            try await withProxy { proxy in
+                for version in ["HTTP/1.1", "HTTP/1.0"] {
+                    try await withRawClient(proxy) { client in
+                        try await client.send(rawRequest("POST \(origin.baseURL)/upload \(version)",
+                                                         ["Host: 127.0.0.1:\(origin.port)", "Expect: 100-continue",
+                                                          "Content-Length: 4"]))
+                        if version == "HTTP/1.1" {
+                            let interim = try await client.readResponse()
+                            #expect(interim.status == 100)
+                        }
+                        try await client.send("abcd")
+                        // An HTTP/1.0 client ignores the expectation (RFC 9110 §10.1.1): the first thing it reads is
+                        // the final response.
+                        let response = try await client.readResponse()
+                        #expect(response.status == 200, "\(version): \(response.rawHead)")
+                        #expect(response.bodyText == "ok", "\(version)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("two Host fields: 400, nothing goes upstream")
     func twoHosts() async throws {
         try await MisbehavingOrigin.with(Self.ok) { origin in

@@ -37,6 +37,13 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
             context.close(promise: nil)
             return
         }
+        if parserError == .closedConnection {
+            // Bytes after a request that ends the connection (`Connection: close`, HTTP/1.0 without keep-alive):
+            // nothing malformed, and nothing to answer. RFC 9112 §9.6: they are not processed, and the client learns
+            // so from the close that follows that request's response (the request handler closes once it is out).
+            proxy.logger.debug("\(context.remoteAddress?.description ?? "client"): bytes after a request that closes the connection: dropped")
+            return
+        }
         let error = parserError == .headerOverflow
             ? ProxyError(.headersTooLarge, "hookproxy: request headers exceed \(proxy.limits.maxHeaderBytes) bytes (--max-header-bytes)")
             : ProxyError(.badRequest, "hookproxy: bad request: \(ProtocolErrorHandler.describe(parserError))")

@@ -343,8 +343,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                                       request.with(clientHead: clientHead, plan: plan))
             return
         }
-        if let expect = nioHead.headers.first(name: "expect"), expect.lowercased() == "100-continue" {
-            // hookproxy takes the body whatever the upstream will say; curl does its own Expect upstream.
+        if let expect = nioHead.headers.first(name: "expect"), expect.lowercased() == "100-continue",
+           nioHead.version != .http1_0 {
+            // hookproxy takes the body whatever the upstream will say; curl does its own Expect upstream. Never to an
+            // HTTP/1.0 client (RFC 9110 §10.1.1: it ignores the expectation, and would read a 100 as the response).
             send(.head(HTTPResponseHead(version: nioHead.version, status: .continue)))
             flush()
         }
