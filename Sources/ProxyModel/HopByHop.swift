@@ -21,9 +21,19 @@ public enum HopByHop {
             }
         }
         guard found else { return }
-        headers.removeAll { field in isHopByHop(field.name, named) }
+        if named.count > manyNamed {
+            // A `Connection` naming thousands of fields (a 64 KiB head holds ~16,000) against thousands of fields
+            // would cost their product in comparisons: seconds of the event loop for one request.
+            let lowercased = Set(named.map { $0.asciiLowercased() })
+            headers.removeAll { field in isStandard(field.name) || lowercased.contains(field.name.asciiLowercased()) }
+        } else {
+            headers.removeAll { field in isHopByHop(field.name, named) }
+        }
         if takesTrailers && !named.contains(where: { $0.caseInsensitiveEquals("te") }) { headers.add("TE", "trailers") }
     }
+
+    /// Past this many names in `Connection`, they are looked up in a set (a real client names one or two).
+    static let manyNamed = 8
 
     /// Calls `body` with each non-empty item of a comma-separated field value, without its surrounding spaces.
     @inline(__always)
