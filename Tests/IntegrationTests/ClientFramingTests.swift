@@ -59,6 +59,38 @@ struct ClientFramingTests {
         }
     }
 
+    @Test("an upload the client cuts short (closes after 500 KB of 1 MB): the origin never gets a complete-looking request, and the log says how far it got",
+          arguments: [false, true])
+    func truncatedUpload(chunked: Bool) async throws {
+        try await MisbehavingOrigin.with([.hang]) { origin in  // (it would answer a chunked upload at its head)
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                let framing = chunked ? "Transfer-Encoding: chunked" : "Content-Length: 1000000"
+                try await client.send(rawRequest("PUT \(origin.baseURL)/upload HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)", framing]))
+                let part = [UInt8](repeating: 0x61, count: 10_000)
+                for _ in 0..<50 {
+                    try await client.send(chunked ? Array("2710\r\n".utf8) + part + Array("\r\n".utf8) : part)
+                }
+                // The origin has part of it before the client leaves: the transfer was under way.
+                #expect(await eventually(timeout: .seconds(20)) { origin.received.count > 100_000 })
+                client.close()
+                let records = await proxy.recorder.waitFor(count: 1, timeout: .seconds(20))
+                let error = try #require(records.first?.error)
+                #expect(error.contains("before the end of its request body"), "\(error)")
+                #expect(error.contains(chunked ? "500000 bytes so far" : "500000 of 1000000 bytes"), "\(error)")
+                // The upstream connection is dropped, never ended as if the body were whole.
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 })
+                let received = origin.received
+                let body = received[(received.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound ?? 0)...]
+                if chunked {
+                    #expect(!String(decoding: body.suffix(7), as: UTF8.self).contains("0\r\n\r\n"), "no last chunk")
+                } else {
+                    #expect(body.count <= 500_000)
+                }
+            }
+        }
+    }
+
     @Test("the parser's 400s name what is wrong: two Content-Lengths are not called 'with Transfer-Encoding'",
           arguments: [
             (["Content-Length: 4", "Content-Length: 4"], "two Content-Length fields"),

@@ -193,6 +193,16 @@ import Testing
         #expect(Self.end(&m).isEmpty)
     }
 
+    /// A client that leaves in the middle of its request body: the log says the upload was cut short, and how far
+    /// it got (it said only "client closed the connection", as for a client leaving a download).
+    @Test func clientLeavingMidRequestBodySaysSo() {
+        var m = Self.machine()
+        _ = m.start()
+        _ = m.requestBodyPart(ByteBuffer(string: "abc"))
+        #expect(Self.run(&m, m.clientClosed(requestProgress: "3 of 10 bytes")) == ["cancel", "record"])
+        #expect(m.failure == "client closed the connection before the end of its request body (3 of 10 bytes)")
+    }
+
     /// A client that leaves after its whole Content-Length body: no error, and the record waits for curl's outcome.
     @Test func clientLeavingAfterTheWholeBodyAwaitsTheOutcome() {
         var m = Self.machine()

@@ -173,7 +173,11 @@ final class Exchange {
     /// The client went away: stop the upstream transfer at once (unless it already had the whole response and only
     /// curl's end report is missing).
     func clientClosed() {
-        let actions = machine.clientClosed()
+        let progress = switch requestFraming {
+        case .length(let length): "\(requestBodySize) of \(length) bytes"
+        case .chunked, .none: "\(requestBodySize) bytes so far"
+        }
+        let actions = machine.clientClosed(requestProgress: progress)
         handler = nil
         stopPacing()
         perform(actions)

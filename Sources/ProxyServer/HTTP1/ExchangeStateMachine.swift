@@ -247,8 +247,9 @@ struct ExchangeStateMachine {
         }
     }
 
-    /// The client connection closed (or reset).
-    mutating func clientClosed() -> [Action] {
+    /// The client connection closed (or reset). `requestProgress` says how much of the request body had come (`500000
+    /// of 1000000 bytes`): the log names an upload cut short.
+    mutating func clientClosed(requestProgress: String? = nil) -> [Action] {
         guard client == .connected else { return [] }
         if responseComplete {
             client = .gone
@@ -258,7 +259,10 @@ struct ExchangeStateMachine {
             client = .awaitingOutcome
             return [.drain]
         }
-        if !responseBodyDelivered { failure = failure ?? "client closed the connection" }
+        if !responseBodyDelivered {
+            failure = failure ?? (requestComplete ? "client closed the connection"
+                : "client closed the connection before the end of its request body (\(requestProgress ?? "cut short"))")
+        }
         response = .complete
         request = .complete
         client = .gone
