@@ -37,6 +37,9 @@ struct ClientFramingTests {
             // The parser refuses it too, but only after handing on the head, which started an upstream transfer.
             ("POST", "HTTP/1.1", ["Transfer-Encoding: xchunked"], "4\r\nabcd\r\n0\r\n\r\n", "Transfer-Encoding"),
             ("POST", "HTTP/1.0", ["Transfer-Encoding: chunked"], "4\r\nabcd\r\n0\r\n\r\n", "HTTP/1.0"),
+            // A body on HEAD: libcurl waited for the response body its Content-Length announced (the idle timeout).
+            ("HEAD", "HTTP/1.1", ["Content-Length: 4"], "abcd", "HEAD"),
+            ("HEAD", "HTTP/1.1", ["Transfer-Encoding: chunked"], "4\r\nabcd\r\n0\r\n\r\n", "HEAD"),
             // Fits llhttp's 64 bits, not curl's 63: the body never ends, so the answer cannot wait for it.
             ("PUT", "HTTP/1.1", ["Content-Length: 18446744073709551615"], "abcd", "Content-Length"),
           ])
@@ -48,8 +51,10 @@ struct ClientFramingTests {
                                                      ["Host: 127.0.0.1:\(origin.port)"] + framing, body: body))
                     let response = try await client.readResponse(method: method)
                     #expect(response.status == 400)
-                    #expect(response.bodyText.hasPrefix("hookproxy: bad request: "), "\(response.bodyText)")
-                    #expect(response.bodyText.contains(named), "\(response.bodyText)")
+                    if method != "HEAD" {  // (an answer to HEAD has no body: the message is in the log)
+                        #expect(response.bodyText.hasPrefix("hookproxy: bad request: "), "\(response.bodyText)")
+                        #expect(response.bodyText.contains(named), "\(response.bodyText)")
+                    }
                     #expect(await client.waitForClose())
                 }
                 #expect(origin.connections == 0, "\(String(decoding: origin.received, as: UTF8.self))")

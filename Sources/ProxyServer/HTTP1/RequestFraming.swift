@@ -31,8 +31,16 @@ enum RequestFraming {
                 return ProxyError(.badRequest, "hookproxy: bad request: Transfer-Encoding '\(listed.prefix(200))': hookproxy passes on request bodies coded only with chunked")
             }
         }
-        if let value = head.headers.first(name: "content-length"), contentLength(head) == nil {
+        let length = contentLength(head)
+        if let value = head.headers.first(name: "content-length"), length == nil {
             return ProxyError(.badRequest, "hookproxy: bad request: Content-Length \(value.trimmingSpaces().prefix(40)) is too large")
+        }
+        if head.method == .HEAD, !codings.isEmpty || (length ?? 0) > 0 {
+            // RFC 9110 §9.3.2: a body on HEAD means nothing, and may be refused as a smuggling attempt. libcurl
+            // cannot send one and still know the answer has no body: it waited for the body the response's
+            // Content-Length announced, holding the connection (and every request pipelined behind) until the
+            // idle timeout.
+            return ProxyError(.badRequest, "hookproxy: bad request: a HEAD request with a body")
         }
         return nil
     }
