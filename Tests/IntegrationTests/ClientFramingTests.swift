@@ -1,4 +1,6 @@
 import Foundation
+import ProxyModel
+import ProxyRules
 import ProxyServer
 import ProxyTestSupport
 import Testing
@@ -161,6 +163,34 @@ struct ClientFramingTests {
                         #expect(response.bodyText == "ok", "\(version)")
                     }
                 }
+            }
+        }
+    }
+
+    @Test("Expect: 100-continue to a request hookproxy answers itself (a mock, a 407): 100 at once, then the answer after the body",
+          arguments: [false, true])
+    func expectContinueAnsweredLocally(proxyAuth: Bool) async throws {
+        let directory = try TemporaryDirectory()
+        try directory.write("""
+            rules:
+              - name: mock
+                match: { path: "/mock" }
+                respond: { status: 201, body: "mocked" }
+            """, to: "rules/mock.yaml")
+        let store = try RuleStore(paths: [directory.path + "/rules"], environment: [:])
+        try await withHookProxy(rules: store, {
+            if proxyAuth { $0.proxyAuth = ProxyCredentials(user: "alice", password: "secret") }
+        }) { proxy in
+            try await withRawClient(proxy) { client in
+                // Was: no 100, so a client waited for its own timeout before sending the body (curl: 1 s).
+                try await client.send(rawRequest("POST http://127.0.0.1:9/mock HTTP/1.1",
+                                                 ["Host: 127.0.0.1:9", "Expect: 100-continue", "Content-Length: 4"]))
+                let interim = try await client.readResponse()
+                #expect(interim.status == 100)
+                try await client.send("abcd")
+                let response = try await client.readResponse()
+                #expect(response.status == (proxyAuth ? 407 : 201))
+                #expect(proxy.recorder.records.map(\.requestBodySize) == [4])
             }
         }
     }

@@ -232,6 +232,13 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func receive(_ nioHead: HTTPRequestHead) {
         headDeadline?.cancel()
         headDeadline = nil
+        defer {
+            // An answer of hookproxy's own that waits for the request's end (an exchange asked in `startExchange`).
+            switch state {
+            case .answeringLocally, .viewerRequested: continueIfExpected(nioHead)
+            default: break
+            }
+        }
         let request = RequestContext(head: nioHead, client: context?.channel.remoteAddress?.description ?? "?", start: Date())
         // An `Upgrade` that hookproxy does not carry: NIO's decoder stops parsing after such a request, so the
         // request is answered (forwarded without the upgrade, or locally) and the connection closes; nothing read
@@ -343,18 +350,26 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                                       request.with(clientHead: clientHead, plan: plan))
             return
         }
-        if let expect = nioHead.headers.first(name: "expect"), expect.lowercased() == "100-continue",
-           nioHead.version != .http1_0 {
-            // hookproxy takes the body whatever the upstream will say; curl does its own Expect upstream. Never to an
-            // HTTP/1.0 client (RFC 9110 §10.1.1: it ignores the expectation, and would read a 100 as the response).
-            send(.head(HTTPResponseHead(version: nioHead.version, status: .continue)))
-            flush()
-        }
+        // hookproxy takes the body whatever the upstream will say (curl does its own Expect upstream): before the
+        // exchange starts, so that no answer of its own can precede the 100.
+        continueIfExpected(nioHead)
         let exchange = Exchange(proxy: proxy, handler: self, eventLoop: eventLoop, rules: rules, clientHead: clientHead,
                                 keepAlive: keepAlive, plan: plan,
                                 request: request.with(clientHead: clientHead, plan: plan))
         state = .exchanging(exchange)
         exchange.start()
+    }
+
+    /// `Expect: 100-continue`: hookproxy reads a request's body before it answers, whoever answers (the upstream, or
+    /// hookproxy itself: a mock, a 407, a 400 that waits for the body's end), so it asks for the body at once.
+    /// Without it a client waits for its own timeout first (curl: 1 s for every upload over 1 MiB to a mock).
+    /// Never to an HTTP/1.0 client (RFC 9110 §10.1.1: it ignores the expectation, and would read a 100 as the
+    /// response).
+    private func continueIfExpected(_ head: HTTPRequestHead) {
+        guard head.version != .http1_0, let expect = head.headers.first(name: "expect"),
+              expect.lowercased() == "100-continue" else { return }
+        send(.head(HTTPResponseHead(version: head.version, status: .continue)))
+        flush()
     }
 
     /// The event that marks every exchange of a reverse listener in the logs (`reverse` on the console line).
