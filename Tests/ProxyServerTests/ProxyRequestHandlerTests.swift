@@ -206,7 +206,7 @@ import Testing
     /// with a `hookproxy: bad request:` body mentioning Content-Length, `Connection: close`, and the connection
     /// closes; the head never reaches the request handler (nothing answered before, nothing recorded).
     /// (llhttp reports TE-after-CL as an invalid Transfer-Encoding, NIO's `.unknown`, answered with the generic
-    /// "malformed request (… Content-Length together with Transfer-Encoding)"; CL-after-TE as `.invalidContentLength`.)
+    /// "malformed request (… a Transfer-Encoding … or one with Content-Length)"; CL-after-TE as `.invalidContentLength`.)
     @Test(arguments: [
         "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
         "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",

@@ -80,7 +80,7 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
         case .invalidURL: "invalid request target"
         case .invalidHeaderToken: "invalid character in a header"
         case .invalidChunkSize: "invalid chunk size"
-        default: "malformed request (syntax or framing, e.g. a Transfer-Encoding whose last coding is not chunked, or Content-Length together with Transfer-Encoding)"
+        default: "malformed request (bad syntax, such as a space in the request target, or framing, such as a Transfer-Encoding whose last coding is not chunked, or one with Content-Length)"
         }
     }
 }
