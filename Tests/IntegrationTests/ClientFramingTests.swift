@@ -98,6 +98,29 @@ struct ClientFramingTests {
         }
     }
 
+    @Test("a bad chunk size in the middle of an upload: 400, the transfer ends first, and the log gives the parser's reason (not 'client closed')")
+    func badChunkMidUpload() async throws {
+        try await MisbehavingOrigin.with([.hang]) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    try await client.send(rawRequest("POST \(origin.baseURL)/upload HTTP/1.1",
+                                                     ["Host: 127.0.0.1:\(origin.port)", "Transfer-Encoding: chunked"],
+                                                     body: "4\r\nabcd\r\n"))
+                    #expect(await eventually(timeout: .seconds(20)) { origin.received.count > 0 }, "the upload is under way")
+                    try await client.send("zz\r\nabcd\r\n0\r\n\r\n")
+                    let response = try await client.readResponse()
+                    #expect(response.status == 400)
+                    #expect(response.bodyText.contains("invalid chunk size"), "\(response.bodyText)")
+                    #expect(await client.waitForClose())
+                }
+                let records = await proxy.recorder.waitFor(count: 1)
+                let error = try #require(records.first?.error)
+                #expect(error == "hookproxy: bad request: invalid chunk size", "\(error)")
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 }, "the transfer was cancelled")
+            }
+        }
+    }
+
     @Test("the parser's 400s name what is wrong: two Content-Lengths are not called 'with Transfer-Encoding'",
           arguments: [
             (["Content-Length: 4", "Content-Length: 4"], "two Content-Length fields"),

@@ -188,6 +188,13 @@ final class Exchange {
         machine.clientTimedOut(reason)
     }
 
+    /// The parser refused what the client sent within this request: the exchange ends now, before hookproxy's 400
+    /// goes out (no response of the upstream's may follow it), and the log says why.
+    func clientRefused(_ error: ProxyError) {
+        machine.clientRefused(error.message)
+        clientClosed()
+    }
+
     /// Handles what curl produced while the client keeps up; resumes curl once the backlog is small.
     ///
     /// Throttled (`downPacer`), it takes no more body bytes than the pacer allows: a chunk is split at the limit and

@@ -274,6 +274,12 @@ struct ExchangeStateMachine {
         failure = failure ?? "hookproxy: \(reason)"
     }
 
+    /// hookproxy is about to refuse what the client sent within this request (the parser's 400, a bad chunk size in
+    /// its body) and close: the log gives hookproxy's message instead of "client closed the connection".
+    mutating func clientRefused(_ message: String) {
+        failure = failure ?? message
+    }
+
     // MARK: inputs from the upstream
 
     /// What the driver found in a response head before the machine sees it.

@@ -48,6 +48,8 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
             ? ProxyError(.headersTooLarge, "hookproxy: request headers exceed \(proxy.limits.maxHeaderBytes) bytes (--max-header-bytes)")
             : ProxyError(.badRequest, "hookproxy: bad request: \(ProtocolErrorHandler.describe(parserError))")
         proxy.logger.warning("\(context.remoteAddress?.description ?? "client"): \(error.message)")
+        // A request under way (its body is what failed to parse) ends first, with this reason in its log record.
+        context.fireUserInboundEventTriggered(RequestRefused(error: error))
         if responseInFlight {
             context.close(promise: nil)
             return
@@ -66,6 +68,12 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
         case .body: break
         }
         context.write(data, promise: promise)
+    }
+
+    /// Sent on to the request handler when the parser refuses what a client sent: the request under way, if any,
+    /// ends with this error before the refusal is written.
+    struct RequestRefused {
+        let error: ProxyError
     }
 
     static func describe(_ error: HTTPParserError) -> String {

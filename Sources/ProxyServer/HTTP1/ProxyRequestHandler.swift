@@ -98,6 +98,16 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let refused = event as? ProtocolErrorHandler.RequestRefused {
+            // The connection closes after the parser's 400: what is under way ends now, saying why.
+            switch state {
+            case .exchanging(let exchange): exchange.clientRefused(refused.error)
+            case .upgrading(let handshake): handshake.clientClosed()
+            default: return
+            }
+            state = .closing
+            return
+        }
         guard let idle = event as? IdleStateHandler.IdleStateEvent else {
             context.fireUserInboundEventTriggered(event)
             return
