@@ -301,7 +301,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // Answered at once, not after the body: a body hookproxy cannot pass on may never end (a Content-Length
             // past 2^63). The connection closes; what the client still sends is dropped.
             proxy.logger.warning("\(request.client): \(refusal.message)")
-            writeLocal(.error(refusal), keepAlive: false, events: modeEvents, request: request)
+            writeLocal(.error(refusal), keepAlive: false, events: modeEvents, request: request, error: refusal.message)
             return
         }
         let kind = if let reverse {
