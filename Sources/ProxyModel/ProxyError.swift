@@ -1,11 +1,11 @@
 /// A failure a user sees: the status the client gets and a message naming what failed, where, and why. Every answer
-/// hookproxy gives in its own name (400, 407, 431, 502, 503, 504, 508, 500) is made from one of these.
+/// hookproxy gives in its own name (400, 407, 421, 431, 502, 503, 504, 508, 500) is made from one of these.
 /// The message is the client's response body and the log's reason, e.g.
 /// `hookproxy: connection refused 127.0.0.1:9: Failed to connect to 127.0.0.1 port 9: Connection refused`.
 public struct ProxyError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kinds of failure; each fixes the status the client gets.
     public enum Kind: String, Sendable, Hashable {
-        case badRequest, headersTooLarge, proxyAuthRequired, tooManyConnections, loopDetected
+        case badRequest, misdirected, headersTooLarge, proxyAuthRequired, tooManyConnections, loopDetected
         case connectFailed, dnsFailed, timeout, tlsFailed, upstreamFailed, upstreamClosed
         case trustRejected, challengeCancelled, redirectBlocked, redirectLimit, bodyTooLarge, internalError
     }
@@ -21,6 +21,7 @@ public struct ProxyError: Error, Sendable, Hashable, CustomStringConvertible {
     public var status: Int {
         switch kind {
         case .badRequest: 400
+        case .misdirected: 421
         case .headersTooLarge: 431
         case .proxyAuthRequired: 407
         case .tooManyConnections: 503

@@ -55,11 +55,12 @@ struct TunnelResult {
 
 /// One HTTPS GET through hookproxy, done by hand: `CONNECT host:port`, then a TLS client handshake that trusts only
 /// `trustRoots` (full verification, host name included), then `GET path` with `Connection: close`. `serverName`,
-/// when given, is sent as SNI (and verified) instead of the CONNECT host.
+/// when given, is sent as SNI (and verified) instead of the CONNECT host; `request`, when given, is sent instead of
+/// the GET (a whole request head, with `Connection: close`).
 enum TunnelClient {
     static func get(proxyPort: Int, host: String, port: Int, path: String = "/head-test",
                     trustRoots: [Certificate], alpn: [String] = ["http/1.1"], serverName: String? = nil,
-                    timeout: TimeAmount = .seconds(15)) async throws -> TunnelResult {
+                    request: String? = nil, timeout: TimeAmount = .seconds(15)) async throws -> TunnelResult {
         let collector = TunnelCollector()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(5))
@@ -105,7 +106,7 @@ enum TunnelClient {
         if let peer = try await channel.nioSSL_peerCertificate().get() {
             result.peer = try Certificate(derEncoded: try peer.toDERBytes())
         }
-        let request = "GET \(path) HTTP/1.1\r\nHost: \(authority)\r\nConnection: close\r\n\r\n"
+        let request = request ?? "GET \(path) HTTP/1.1\r\nHost: \(authority)\r\nConnection: close\r\n\r\n"
         try await channel.writeAndFlush(ByteBuffer(string: request)).get()
         do {
             try await collector.responseComplete.futureResult.get()

@@ -90,7 +90,7 @@ let knownCrashesSkipped = ProcessInfo.processInfo.environment["HOOKPROXY_FUZZ_CR
                 case .invalid(let message):
                     let answer = LocalResponse.text(400, "hookproxy: bad request: \(message)\n")
                     records.append(request.record(id: 1, response: answer.head, bodySize: answer.body.count, events: []))
-                case .ownAddress, .forward, .loop:
+                case .ownAddress, .forward, .loop, .misdirected:
                     break
                 }
             }

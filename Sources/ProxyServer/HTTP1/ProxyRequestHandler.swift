@@ -317,6 +317,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             state = .answeringLocally(.error(ProxyError(.loopDetected, message)), keepAlive: false, events: modeEvents, request)
         case .invalid(let message):
             state = .answeringLocally(.error(ProxyError(.badRequest, "hookproxy: bad request: \(message)")), keepAlive: false, events: modeEvents, request)
+        case .misdirected(let message):
+            state = .answeringLocally(.error(ProxyError(.misdirected, message)), keepAlive: keepAlive, events: modeEvents, request)
         case .ownAddress(let path):
             state = .answeringLocally(OnboardingPage.response(for: path, ca: proxy.certificateAuthority), keepAlive: keepAlive, events: [], request)
         case .forward(let clientHead):

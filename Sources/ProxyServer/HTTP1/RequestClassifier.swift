@@ -8,6 +8,8 @@ enum RequestClassifier {
         case forward(RequestHead)
         case ownAddress(path: String)
         case invalid(String)
+        /// Inside an intercepted tunnel, an absolute-form target naming another origin than the tunnel's: 421.
+        case misdirected(String)
         /// The request carries hookproxy's own loop marker: it came back through hookproxy itself.
         case loop
     }
@@ -17,11 +19,12 @@ enum RequestClassifier {
         let uri = head.uri
         if !loopMarker.isEmpty, head.headers["via"].contains(where: { $0.contains(loopMarker) }) { return .loop }
         if let refusal = hostRefusal(head) { return refusal }
+        if let tunnel = impliedAuthority { return classify(head, inTunnelTo: tunnel, scheme: impliedScheme) }
         var headers = HeaderFields(head.headers)
         let url: ProxyURL
         if uri.hasPrefix("/") {
-            // origin-form: the Host header (or the intercepted tunnel's host) names the target
-            guard let authority = headers["host"] ?? impliedAuthority, !authority.isEmpty else {
+            // origin-form: the Host header names the target
+            guard let authority = headers["host"], !authority.isEmpty else {
                 return .invalid("origin-form request without a Host header")
             }
             guard let (host, port) = ProxyURL.splitAuthority(Substring(authority), defaultPort: ProxyURL.defaultPort(for: impliedScheme))
@@ -33,12 +36,41 @@ enum RequestClassifier {
         } else {
             return .invalid("request target must be an absolute http(s) URL or a path, got '\(uri.prefix(200))'")
         }
-        if impliedAuthority == nil, let listening, isOwnAddress(url, listening: listening) {
+        if let listening, isOwnAddress(url, listening: listening) {
             return .ownAddress(path: url.path)
         }
         HopByHop.strip(&headers)
         // RFC 9112 §3.2.2: the Host of an absolute-form request is the target's authority.
         headers.set("Host", url.authority)
+        return .forward(RequestHead(method: head.method.rawValue, url: url, version: HTTPVersionNumber(head.version), headers: headers))
+    }
+
+    /// A request inside an intercepted tunnel: its target is the CONNECT authority, whatever the request names, as
+    /// the client's TLS connection would have reached that server without hookproxy (mitmproxy does the same). An
+    /// origin-form request keeps its `Host` (a server behind the authority may serve several names); an
+    /// absolute-form one naming another origin is misdirected (421: the client may retry on a connection of its
+    /// own), so a client cannot make hookproxy fetch a host its CONNECT did not name.
+    static func classify(_ head: HTTPRequestHead, inTunnelTo tunnel: String, scheme: String) -> Kind {
+        let uri = head.uri
+        guard let (host, port) = ProxyURL.splitAuthority(Substring(tunnel), defaultPort: ProxyURL.defaultPort(for: scheme))
+        else { return .invalid("invalid tunnel authority '\(tunnel.prefix(200))'") }
+        var headers = HeaderFields(head.headers)
+        let url: ProxyURL
+        if uri.hasPrefix("/") {
+            let (path, query) = ProxyURL.splitTarget(Substring(uri))
+            url = ProxyURL(scheme: scheme, host: host, port: port, path: path, query: query)
+        } else if let absolute = ProxyURL(string: uri) {
+            guard absolute.scheme == scheme, absolute.host.lowercased() == host.lowercased(), absolute.port == port else {
+                let named = "\(absolute.scheme)://\(absolute.authority)"
+                return .misdirected("hookproxy: misdirected request: \(named) asked inside the tunnel to \(tunnel) (CONNECT names the only server a tunnel reaches)")
+            }
+            url = absolute
+            headers.set("Host", url.authority)
+        } else {
+            return .invalid("request target must be a path or an absolute https URL, got '\(uri.prefix(200))'")
+        }
+        HopByHop.strip(&headers)
+        if headers["host"]?.isEmpty ?? true { headers.set("Host", url.authority) }
         return .forward(RequestHead(method: head.method.rawValue, url: url, version: HTTPVersionNumber(head.version), headers: headers))
     }
 
