@@ -122,6 +122,12 @@ public final class ProxyServer: Sendable {
     /// Leaves signed so far for interception (a repeated host costs none).
     public var interceptionSignings: Int { context.interception.signings }
 
+    /// Hosts whose certificate a client refused (interception), as the log lists them at shutdown (tests).
+    public var interceptionRefusals: [String] { context.interceptionRefusals.withLock { $0 } }
+
+    /// Client connections open now (tests).
+    public var openConnections: Int { context.connections.openChannels.count }
+
     /// The interception CA, created now if it does not exist yet.
     public func certificateAuthority() throws(CAError) -> CertificateAuthority { try context.certificateAuthority.get() }
 

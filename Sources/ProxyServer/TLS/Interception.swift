@@ -7,7 +7,8 @@ import ProxyRules
 
 /// `CONNECT` to an intercepted host: answers 200, terminates the client's TLS with a leaf the CA minted for the
 /// host, and serves what follows as `https://host:port/…` requests through the same pipeline as plain HTTP (over
-/// HTTP/2 when the client picks `h2`: `NegotiatedPipeline`).
+/// HTTP/2 when the client picks `h2`: `NegotiatedPipeline`); a client that speaks plain HTTP in the tunnel instead
+/// is served as `http://host:port/…` (`TunnelProtocolSniffer`).
 /// Runs on the client connection's event loop.
 enum Interception {
     static func start(host: String, request: RequestContext, handler: ProxyRequestHandler, context: ChannelHandlerContext) {
@@ -22,9 +23,7 @@ enum Interception {
                 handler.answerConnect(ProxyError(.tlsFailed, message), request: request)
             case .success(let sslContext):
                 handler.becomeTunnelAfter200(install: { pipeline in
-                    try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try pipeline.addHandler(InterceptionWatcher(host: host, proxy: proxy))
-                    try NegotiatedPipeline.addHandlers(to: pipeline, context: proxy, impliedAuthority: target)
+                    try pipeline.addHandler(TunnelProtocolSniffer(host: host, target: target, sslContext: sslContext, proxy: proxy))
                 }, done: { result in
                     guard case .failure(let failure) = result, let error = failure.error else { return }
                     proxy.logger.error("CONNECT \(target): cannot start interception: \(error)")
