@@ -85,6 +85,11 @@ public final class TestCA: Sendable {
         try TestCA.makeLeaf(name: name, commonName: commonName, names: dnsNames.map { .dnsName($0) }, issuer: intermediate)
     }
 
+    /// A new self-signed CA valid from `notBefore` to `notAfter` (for tests of a CA outside its dates).
+    public func ca(name: String = "CA-dated", notBefore: Date, notAfter: Date) throws -> TestCertificate {
+        try TestCA.makeCA(name: name, commonName: "hookproxy test CA \(name)", issuer: nil, notBefore: notBefore, notAfter: notAfter)
+    }
+
     /// A server identity presenting `chain` (leaf first) with the leaf's key, e.g. `identity([leaf, intermediate])`.
     public func identity(_ chain: [TestCertificate]) -> TestTLSIdentity {
         TestTLSIdentity(chain: chain)
@@ -100,7 +105,8 @@ public final class TestCA: Sendable {
         return try! SubjectAlternativeNames(ext).first!
     }()
 
-    private static func makeCA(name: String, commonName: String, issuer: TestCertificate?) throws -> TestCertificate {
+    private static func makeCA(name: String, commonName: String, issuer: TestCertificate?,
+                               notBefore: Date = Date() - 3600, notAfter: Date = Date() + 365 * 86_400) throws -> TestCertificate {
         let key = P256.Signing.PrivateKey()
         let subject = try DistinguishedName { CommonName(commonName); OrganizationName("hookproxy tests") }
         let publicKey = Certificate.PublicKey(key.publicKey)
@@ -112,7 +118,7 @@ public final class TestCA: Sendable {
         }
         let certificate = try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: publicKey,
-            notValidBefore: Date() - 3600, notValidAfter: Date() + 365 * 86_400,
+            notValidBefore: notBefore, notValidAfter: notAfter,
             issuer: issuer?.certificate.subject ?? subject, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: extensions,
             issuerPrivateKey: Certificate.PrivateKey(issuer?.privateKey ?? key))

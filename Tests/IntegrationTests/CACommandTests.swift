@@ -191,6 +191,49 @@ struct CACommandTests {
         }
     }
 
+    @Test("a CA certificate that cannot sign leaves clients accept (not a CA, expired, not yet valid) is refused, saying why")
+    func unusableCertificate() throws {
+        let cases: [(TestCertificate, String)] = [
+            (TestCA.shared.selfSigned, "is not a CA certificate"),
+            (try TestCA.shared.ca(notBefore: Date() - 30 * 86_400, notAfter: Date() - 86_400), "expired on"),
+            (try TestCA.shared.ca(notBefore: Date() + 86_400, notAfter: Date() + 30 * 86_400), "is not valid before"),
+        ]
+        for (certificate, reason) in cases {
+            let directory = try TemporaryDirectory()
+            try directory.write(certificate.pem, to: CertificateAuthority.certificateFile, permissions: 0o600)
+            try directory.write(certificate.privateKeyPEM, to: CertificateAuthority.keyFile, permissions: 0o600)
+            do {
+                _ = try CertificateAuthority.loadOrCreate(directory: directory.path)
+                Issue.record("\(certificate.name): a CA that no client can accept was loaded (\(reason))")
+            } catch {
+                #expect(error.description.contains(reason), "\(error)")
+                #expect(error.description.contains(directory.path + "/" + CertificateAuthority.certificateFile), "\(error)")
+                #expect(error.description.contains("remove both CA files"), "\(error)")
+            }
+        }
+    }
+
+    @Test("a CA key other users can read is refused by ca and run until chmod 600")
+    func readableKey() async throws {
+        let directory = try TemporaryDirectory()
+        let created = try await Hooks.run(try executable, ["ca", "path", "--ca-dir", directory.path])
+        #expect(created.exitCode == 0, "\(created.stderr)")
+        let keyPath = directory.path + "/" + CertificateAuthority.keyFile
+        for mode: mode_t in [0o644, 0o640] {
+            #expect(chmod(keyPath, mode) == 0)
+            let ca = try await Hooks.run(try executable, ["ca", "path", "--ca-dir", directory.path])
+            #expect(ca.exitCode == 1, "mode \(String(mode, radix: 8)): \(ca.stdout)")
+            #expect(ca.stderr.contains("chmod 600 \(keyPath)"), "\(ca.stderr)")
+        }
+        let run = try await Hooks.run(try executable, ["run", "--listen", "127.0.0.1:0", "--ca-dir", directory.path],
+                                      timeout: .seconds(20))
+        #expect(run.exitCode == 1, "\(run.stdout) \(run.stderr)")
+        #expect(run.stderr.contains("can be read by other users"), "\(run.stderr)")
+        #expect(chmod(keyPath, 0o600) == 0)
+        let fixed = try await Hooks.run(try executable, ["ca", "path", "--ca-dir", directory.path])
+        #expect(fixed.exitCode == 0, "\(fixed.stderr)")
+    }
+
     @Test("the in-process check: CertificateAuthority.loadOrCreate refuses a 0777 directory, accepts a 0700 one")
     func unsafeDirectoryInProcess() throws {
         let directory = try TemporaryDirectory()

@@ -64,6 +64,8 @@ public final class CertificateAuthority: Sendable {
         guard certificate.publicKey == Certificate.PublicKey(key.publicKey) else {
             throw CAError("hookproxy: \(keyPath) does not belong to \(certificatePath); restore the pair, or remove both to create a new CA")
         }
+        try checkKeyPermissions(keyPath)
+        try checkUsable(certificate, path: certificatePath)
         return CertificateAuthority(directory: directory, certificate: certificate, certificatePEM: certificatePEM, key: key)
     }
 
@@ -88,6 +90,41 @@ public final class CertificateAuthority: Sendable {
         guard permissions & 0o022 == 0 else {
             let mode = String(permissions, radix: 8)
             throw CAError("hookproxy: the CA directory \(directory) is group- or world-writable (mode \(mode)), so others could replace the CA; run chmod 700 \(directory)")
+        }
+    }
+
+    /// Refuses a CA key others could read (as ssh refuses such a private key): whoever reads it can impersonate
+    /// any site to every machine that trusts the CA.
+    static func checkKeyPermissions(_ keyPath: String) throws(CAError) {
+        var info = stat()
+        guard stat(keyPath, &info) == 0 else {
+            throw CAError("hookproxy: cannot read \(keyPath): \(String(cString: strerror(errno)))")
+        }
+        let permissions = info.st_mode & 0o777
+        guard permissions & 0o077 == 0 else {
+            let mode = String(permissions, radix: 8)
+            throw CAError("hookproxy: \(keyPath) can be read by other users (mode \(mode)), and whoever holds it can impersonate any site to machines that trust the CA; run chmod 600 \(keyPath)")
+        }
+    }
+
+    /// Refuses a certificate that cannot sign the leaves clients would accept: not a CA (basic constraints), not
+    /// allowed to sign certificates (key usage), or outside its validity dates. Every client would otherwise reject
+    /// every intercepted connection, and the log would blame the client.
+    static func checkUsable(_ certificate: Certificate, path: String, now: Date = Date()) throws(CAError) {
+        let remedy = "remove both CA files to create a new CA (clients must then trust the new one), or restore a CA certificate"
+        let constraints = try? certificate.extensions.basicConstraints
+        guard case .isCertificateAuthority = constraints else {
+            throw CAError("hookproxy: \(path) is not a CA certificate (its basic constraints do not say CA:TRUE), so clients reject the leaves it signs; \(remedy)")
+        }
+        if let usage = try? certificate.extensions.keyUsage, !usage.keyCertSign {
+            throw CAError("hookproxy: \(path) may not sign certificates (its key usage lacks keyCertSign), so clients reject the leaves it signs; \(remedy)")
+        }
+        let formatter = ISO8601DateFormatter()
+        guard now >= certificate.notValidBefore else {
+            throw CAError("hookproxy: \(path) is not valid before \(formatter.string(from: certificate.notValidBefore)) (is the clock right?), so clients reject the leaves it signs; \(remedy)")
+        }
+        guard now <= certificate.notValidAfter else {
+            throw CAError("hookproxy: \(path) expired on \(formatter.string(from: certificate.notValidAfter)), so clients reject the leaves it signs; \(remedy)")
         }
     }
 
