@@ -182,15 +182,21 @@ public final class CertificateAuthority: Sendable {
         self.key = key
     }
 
-    /// A leaf for `host` (an IP address gets an IP SAN), signed by this CA, valid for a week. CPU-bound: call it
-    /// off the event loops.
-    func mintLeaf(for host: String) throws -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
+    /// How long a leaf is valid: a week, or less when the CA expires sooner.
+    static let leafLifetime: Duration = .seconds(7 * 86_400)
+
+    /// A leaf for `host` (an IP address gets an IP SAN), signed by this CA, valid for `lifetime` but never past the
+    /// CA's own end (a client rejects a leaf that outlives its issuer), and how long from now it stays valid.
+    /// CPU-bound: call it off the event loops.
+    func mintLeaf(for host: String, lifetime: Duration = leafLifetime)
+        throws -> (chain: [NIOSSLCertificate], key: NIOSSLPrivateKey, validFor: Duration) {
         let publicKey = Certificate.PublicKey(leafKey.publicKey)
         let now = Date()
+        let notValidAfter = min(now + Double(lifetime.components.seconds), certificate.notValidAfter)
         let name = GeneralName.forHost(host)
         let certificate = try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: publicKey,
-            notValidBefore: now - 3600, notValidAfter: now + 7 * 86_400,
+            notValidBefore: now - 3600, notValidAfter: notValidAfter,
             issuer: self.certificate.subject, subject: try DistinguishedName { CommonName(String(host.prefix(64))) },
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
@@ -203,7 +209,8 @@ public final class CertificateAuthority: Sendable {
             issuerPrivateKey: Certificate.PrivateKey(key))
         let leafPEM = try certificate.serializeAsPEM().pemString
         return (try NIOSSLCertificate.fromPEMBytes(Array(leafPEM.utf8)),
-                try NIOSSLPrivateKey(bytes: Array(leafKey.pemRepresentation.utf8), format: .pem))
+                try NIOSSLPrivateKey(bytes: Array(leafKey.pemRepresentation.utf8), format: .pem),
+                .milliseconds(Int64(max(0, notValidAfter.timeIntervalSince(now)) * 1000)))
     }
 }
 

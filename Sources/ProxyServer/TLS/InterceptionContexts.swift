@@ -7,14 +7,18 @@ import Synchronization
 /// TLS server contexts for intercepted hosts, each presenting a leaf minted by the CA for that host; a bounded
 /// LRU cache, so a repeated host costs no signing. Minting runs on a thread pool, never on an event loop.
 /// A client whose SNI names another host than the CONNECT target gets a leaf for the SNI name.
+/// A leaf (and the context presenting it) is used for the first half of its validity, then minted anew: a proxy
+/// that runs for weeks never presents an expired certificate.
 final class InterceptionContexts: Sendable {
     private struct Leaf {
         var chain: [NIOSSLCertificate]
         var key: NIOSSLPrivateKey
+        /// Past this instant a new leaf is minted (half-way through the leaf's validity).
+        var renewAt: ContinuousClock.Instant
     }
 
     private struct Cache {
-        var contexts: [String: (context: NIOSSLContext, lastUse: Int)] = [:]
+        var contexts: [String: (context: NIOSSLContext, renewAt: ContinuousClock.Instant, lastUse: Int)] = [:]
         var leaves: [String: (leaf: Leaf, lastUse: Int)] = [:]
         var clock = 0
         var signings = 0
@@ -26,11 +30,14 @@ final class InterceptionContexts: Sendable {
     /// Held while a leaf is signed (thread pool only, never an event loop).
     private let minting = Mutex<Void>(())
     let capacity: Int
+    let leafLifetime: Duration
 
-    init(ca: LazyCertificateAuthority, pool: NIOThreadPool, capacity: Int = 512) {
+    init(ca: LazyCertificateAuthority, pool: NIOThreadPool, capacity: Int = 512,
+         leafLifetime: Duration = CertificateAuthority.leafLifetime) {
         self.ca = ca
         self.pool = pool
         self.capacity = capacity
+        self.leafLifetime = leafLifetime
     }
 
     /// How many leaves were signed so far (for tests and the log).
@@ -39,9 +46,10 @@ final class InterceptionContexts: Sendable {
     /// The server context for a CONNECT to `host`.
     func context(for host: String, on eventLoop: any EventLoop) -> EventLoopFuture<NIOSSLContext> {
         let key = host.lowercased()
+        let now = ContinuousClock.now
         let cached = cache.withLock { cache -> NIOSSLContext? in
             cache.clock += 1
-            guard let entry = cache.contexts[key] else { return nil }
+            guard let entry = cache.contexts[key], now < entry.renewAt else { return nil }
             cache.contexts[key]?.lastUse = cache.clock
             return entry.context
         }
@@ -67,7 +75,7 @@ final class InterceptionContexts: Sendable {
             }
             let context = try NIOSSLContext(configuration: configuration)
             cache.withLock { cache in
-                cache.contexts[key] = (context, cache.clock)
+                cache.contexts[key] = (context, leaf.renewAt, cache.clock)
                 if cache.contexts.count > capacity, let oldest = cache.contexts.min(by: { $0.value.lastUse < $1.value.lastUse }) {
                     cache.contexts.removeValue(forKey: oldest.key)
                 }
@@ -88,16 +96,19 @@ final class InterceptionContexts: Sendable {
     }
 
     private func cachedLeaf(_ name: String) -> Leaf? {
-        cache.withLock { cache -> Leaf? in
+        let now = ContinuousClock.now
+        return cache.withLock { cache -> Leaf? in
             cache.clock += 1
+            guard let entry = cache.leaves[name], now < entry.leaf.renewAt else { return nil }
             cache.leaves[name]?.lastUse = cache.clock
-            return cache.leaves[name]?.leaf
+            return entry.leaf
         }
     }
 
     private func mint(_ name: String) throws -> Leaf {
-        let minted = try ca.get().mintLeaf(for: name)
-        let leaf = Leaf(chain: minted.chain, key: minted.key)
+        let start = ContinuousClock.now
+        let minted = try ca.get().mintLeaf(for: name, lifetime: leafLifetime)
+        let leaf = Leaf(chain: minted.chain, key: minted.key, renewAt: start + minted.validFor / 2)
         cache.withLock { cache in
             cache.signings += 1
             cache.leaves[name] = (leaf, cache.clock)
