@@ -5,6 +5,7 @@ import NIOPosix
 import ProxyLog
 import ProxyModel
 import ProxyUpstream
+import Synchronization
 
 /// A running hookproxy listener: accepts client connections and serves them until `shutdown`.
 ///
@@ -13,6 +14,8 @@ import ProxyUpstream
 public final class ProxyServer: Sendable {
     let context: ProxyContext  // (internal: tests read the open client channels)
     private let group: MultiThreadedEventLoopGroup
+    /// Set by `endGracePeriod`: `shutdown` stops waiting for exchanges in flight.
+    private let graceEnded = Atomic<Bool>(false)
     private let serverChannel: any Channel
 
     /// The address actually bound (port 0 resolved).
@@ -137,6 +140,10 @@ public final class ProxyServer: Sendable {
         return "http://\(shownHost):\(port)"
     }
 
+    /// Ends `shutdown`'s grace period now (a second SIGINT/SIGTERM): exchanges still in flight are cut off, the logs
+    /// are still flushed and closed. Any thread.
+    public func endGracePeriod() { graceEnded.store(true, ordering: .relaxed) }
+
     /// Stops accepting, waits up to the grace period for exchanges in flight, closes everything. Call once.
     public func shutdown() async {
         try? await serverChannel.close()
@@ -146,14 +153,15 @@ public final class ProxyServer: Sendable {
             channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         }
         let deadline = ContinuousClock.now + .milliseconds(context.limits.shutdownGraceMs)
+        var inGrace: Bool { ContinuousClock.now < deadline && !graceEnded.load(ordering: .relaxed) }
         if let viewer = context.viewer {
             // Event streams end cleanly (their last chunk written) before connections are closed.
             viewer.store.close()
-            while viewer.store.watcherCount > 0 && ContinuousClock.now < deadline {
+            while viewer.store.watcherCount > 0 && inGrace {
                 try? await Task.sleep(for: .milliseconds(10))
             }
         }
-        while context.connections.exchangesInFlight > 0 && ContinuousClock.now < deadline {
+        while context.connections.exchangesInFlight > 0 && inGrace {
             try? await Task.sleep(for: .milliseconds(20))
         }
         for channel in context.connections.openChannels {

@@ -183,7 +183,14 @@ struct RunCommand: AsyncParsableCommand {
             StandardStreams.error("hookproxy: warning: listening on \(host) without --proxy-auth: anyone who can reach this address can use it as an open proxy")
         }
         await termination.wait()
+        let hurry = Task {
+            await termination.waitForSecond()
+            guard !Task.isCancelled else { return }
+            logger.warning("second signal: ending the shutdown grace period now, in-flight exchanges are cut off")
+            server.endGracePeriod()
+        }
         await server.shutdown()
+        hurry.cancel()
     }
 
     private func loadRules(logger: Logger) throws -> RuleStore? {

@@ -2,10 +2,16 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// Catches SIGINT and SIGTERM so the proxy can shut down cleanly. Installed before the listening line is
-/// printed, so a signal sent right after it is never lost to the default action.
+/// Catches SIGINT and SIGTERM so the proxy can shut down cleanly: the first starts the shutdown, a second one
+/// (Ctrl-C again) cuts its grace period short. Installed before the listening line is printed, so a signal sent
+/// right after it is never lost to the default action.
 final class SignalWaiter: @unchecked Sendable {
-    private let state = Mutex<(received: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
+    private struct State {
+        var received = 0
+        var waiting: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    private let state = Mutex(State())
     private var sources: [any DispatchSourceSignal] = []
 
     static func install() -> SignalWaiter {
@@ -22,22 +28,29 @@ final class SignalWaiter: @unchecked Sendable {
     }
 
     /// Returns once SIGINT or SIGTERM arrived (at once if one already did).
-    func wait() async {
+    func wait() async { await wait(count: 1) }
+
+    /// Returns once a second SIGINT or SIGTERM arrived.
+    func waitForSecond() async { await wait(count: 2) }
+
+    private func wait(count: Int) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let received = state.withLock { state in
-                if !state.received { state.continuation = continuation }
-                return state.received
+                if state.received < count { state.waiting.append((count, continuation)) }
+                return state.received >= count
             }
             if received { continuation.resume() }
         }
     }
 
     private func signalled() {
-        let pending = state.withLock { state in
-            state.received = true
-            defer { state.continuation = nil }
-            return state.continuation
+        let due = state.withLock { state in
+            state.received += 1
+            let received = state.received
+            let due = state.waiting.filter { $0.count <= received }.map(\.continuation)
+            state.waiting.removeAll { $0.count <= received }
+            return due
         }
-        pending?.resume()
+        for continuation in due { continuation.resume() }
     }
 }

@@ -38,6 +38,38 @@ struct CLITests {
         #expect(status == 0, "exit status after SIGTERM: \(String(describing: status)); stderr: \(cli.stderrText)")
     }
 
+    @Test("a second SIGINT during shutdown cuts the 5 s grace short: exit 0 at once, the JSONL log complete")
+    func secondSignalEndsGrace() async throws {
+        let workdir = try TemporaryDirectory()
+        let jsonl = workdir.path + "/flows.jsonl"
+        let cli = try CLIProcess(Self.binary, ["run", "--listen", "127.0.0.1:0", "--quiet", "--jsonl", jsonl],
+                                 directory: workdir.path)
+        defer { cli.kill() }
+        let first = try #require(await cli.waitForLine { _ in true }, "stderr: \(cli.stderrText)")
+        let port = Int(first.split(separator: ":").last ?? "") ?? 0
+        try await withOrigin { origin in
+            // a download that lasts 60 s: in flight for the whole shutdown
+            let url = "\(origin.baseURL)/drip?chunks=600&interval_ms=100&size=10"
+            let download = Task { try await CurlCLI.run(["-s", "-o", "/dev/null", "-x", "http://127.0.0.1:\(port)", url],
+                                                        timeout: .seconds(30)) }
+            defer { download.cancel() }
+            #expect(await eventually(timeout: .seconds(10)) { origin.requests.count == 1 })
+            cli.signal(SIGINT)
+            // the first signal waits for the download up to the grace period (5 s); the second ends it now
+            try await Task.sleep(for: .milliseconds(300))
+            let second = ContinuousClock.now
+            cli.signal(SIGINT)
+            let status = await cli.waitForExit(timeout: .seconds(15))
+            let took = ContinuousClock.now - second
+            #expect(status == 0, "stderr: \(cli.stderrText)")
+            #expect(took < .seconds(3), "exited \(took) after the second signal (the grace period is 5 s)")
+            #expect(cli.stderrText.contains("second signal"), "\(cli.stderrText)")
+            let lines = try String(contentsOfFile: jsonl, encoding: .utf8).split(separator: "\n")
+            #expect(lines.count == 1, "the cut-off download is logged: \(lines)")
+            #expect(lines.allSatisfy { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) != nil })
+        }
+    }
+
     @Test("run --quiet prints the listening line and no exchange lines; SIGINT exits 0")
     func quiet() async throws {
         let workdir = try TemporaryDirectory()
