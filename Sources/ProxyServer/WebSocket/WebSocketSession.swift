@@ -121,6 +121,22 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the client: \(error)", by: .client))
     }
 
+    /// hookproxy is shutting down (`ProxyServer.shutdown` tells every connection): both ends get the close frame a
+    /// server going down sends (1001 Going Away), and the log says hookproxy ended the session, not the client.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        guard !ended else { return }
+        let close = WebSocketLog.Close(code: 1001, reason: "hookproxy: shutting down", by: .server)
+        var payload = context.channel.allocator.buffer(capacity: 2 + close.reason.utf8.count)
+        payload.writeInteger(UInt16(1001))
+        payload.writeString(close.reason)
+        let frame = WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)
+        log.close = close
+        sendUpstream(WebSocketSession.forwardable(frame, towardServer: true, key: nil))
+        context.write(wrapOutboundOut(frame), promise: nil)
+        end(close, sendingRest: true)
+    }
+
     func clientClosed() {
         end(WebSocketLog.Close(code: nil, reason: "client closed the connection", by: .client), sendingRest: true)
     }
