@@ -67,7 +67,7 @@ enum RequestClassifier {
             url = absolute
             headers.set("Host", url.authority)
         } else {
-            return .invalid("request target must be a path or an absolute https URL, got '\(uri.prefix(200))'")
+            return .invalid("request target must be a path or an absolute \(scheme) URL, got '\(uri.prefix(200))'")
         }
         HopByHop.strip(&headers)
         if headers["host"]?.isEmpty ?? true { headers.set("Host", url.authority) }
