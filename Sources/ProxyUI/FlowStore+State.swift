@@ -52,6 +52,11 @@ extension FlowStore {
             return evicted
         }
 
+        /// The kept flows' ids in id order and the cursor of now.
+        func snapshot() -> Snapshot {
+            Snapshot(kept: order[head...].filter { flows[$0] != nil }.sorted(), cursor: changeBase + changes.count)
+        }
+
         mutating func log(_ change: Change) {
             if case .flow(let id) = change { latestChange[id] = changeBase + changes.count }
             changes.append(change)

@@ -156,15 +156,36 @@ public final class FlowStore: FlowRecorder, Sendable {
         }
     }
 
-    /// Registers a watcher; returns its token and the cursor of the present moment (changes after it are new),
-    /// or nil when the store is closed (shutting down).
-    public func watch(_ watcher: Watcher) -> (token: Int, cursor: Int)? {
+    /// What a watcher starts from: the flows kept at one moment and the cursor of that same moment, taken under one
+    /// lock, so that every change is either in the snapshot or after the cursor, never both and never neither.
+    public struct Snapshot: Sendable {
+        /// The ids of the flows kept (pending ones included), oldest first.
+        public var kept: [Int]
+        /// The change log's position at that moment: changes from it on came after the snapshot.
+        public var cursor: Int
+    }
+
+    /// Registers a watcher; returns its token and the snapshot of the present moment (changes after its cursor are
+    /// new), or nil when the store is closed (shutting down).
+    public func watch(_ watcher: Watcher) -> (token: Int, snapshot: Snapshot)? {
         state.withLock { state in
             guard !state.closed else { return nil }
             state.nextToken += 1
             state.watchers[state.nextToken] = watcher
             watching.store(state.watchers.count, ordering: .relaxed)
-            return (state.nextToken, state.changeBase + state.changes.count)
+            return (state.nextToken, state.snapshot())
+        }
+    }
+
+    /// The flows kept now and the cursor of this moment (a watcher that fell behind starts over from one).
+    public func snapshot() -> Snapshot {
+        state.withLock { $0.snapshot() }
+    }
+
+    /// The ids of the finished flows kept now, oldest first: what a HAR download covers.
+    public func doneIDs() -> [Int] {
+        state.withLock { state in
+            state.order[state.head...].filter { state.flows[$0]?.done == true }.sorted()
         }
     }
 

@@ -6,7 +6,7 @@ import ProxyModel
 ///
 /// Pure apart from the store it reads (and `POST /api/clear`); the caller has already checked the Host, the
 /// credentials and the Origin (`ViewerGate` in ProxyServer). Runs on the event loop of the request: every answer
-/// is built from the store's memory, with no I/O.
+/// is built from the store's memory, with no I/O (a HAR download only takes the ids of the flows it will cover).
 public struct ViewerAPI: Sendable {
     public let store: FlowStore
     public let redactor: Redactor
@@ -92,12 +92,14 @@ public struct ViewerAPI: Sendable {
         return .json(200, FlowJSON.array(objects))
     }
 
-    /// `GET /api/har?filter=…`: the finished flows the filter passes, as a HAR 1.2 download.
+    /// `GET /api/har?filter=…`: the finished flows the filter passes, as a HAR 1.2 download made a part at a time
+    /// (`HARDownload`: the flows kept now, each read when its turn comes).
     private func har(filter text: String) -> ViewerAnswer {
-        let filter = FlowFilter(text)
-        let records = store.flows().filter(\.done).map { redactor.redact($0.record) }.filter(filter.matches)
-        return .make(200, FlowJSON.har(records, creatorVersion: version), contentType: "application/json",
-                     extra: [("Content-Disposition", "attachment; filename=\"hookproxy.har\"")])
+        var headers: HeaderFields = [("Content-Type", "application/json")]
+        for (name, value) in ViewerAnswer.commonHeaders { headers.add(name, value) }
+        headers.add("Content-Disposition", "attachment; filename=\"hookproxy.har\"")
+        let download = HARDownload(store: store, redactor: redactor, filter: FlowFilter(text), creatorVersion: version)
+        return .download(ResponseHead(status: 200, headers: headers), download)
     }
 
     /// A captured body as it was captured (a prefix when the capture limit cut it), never as a page of the viewer.

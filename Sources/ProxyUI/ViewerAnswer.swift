@@ -1,8 +1,11 @@
 import ProxyModel
 
-/// What the viewer answers one request with: a whole response, or the start of the `/api/events` stream. A value.
+/// What the viewer answers one request with: a whole response, a download made in parts, or the start of the
+/// `/api/events` stream. A value.
 public enum ViewerAnswer: Sendable {
     case response(ResponseHead, [UInt8])
+    /// A response whose body is made a part at a time while the client reads it (no `Content-Length`).
+    case download(ResponseHead, HARDownload)
     /// Server-sent events from the present moment on.
     case events
 
@@ -35,7 +38,7 @@ public enum ViewerAnswer: Sendable {
 
     public var status: Int {
         switch self {
-        case .response(let head, _): head.status
+        case .response(let head, _), .download(let head, _): head.status
         case .events: 200
         }
     }

@@ -209,6 +209,17 @@ final class CLIProcess: @unchecked Sendable {
         return process.terminationReason == .exit ? process.terminationStatus : -process.terminationStatus
     }
 
+    var processIdentifier: Int32 { process.processIdentifier }
+
+    /// The process's resident memory now (`VmRSS` of /proc/PID/status), in bytes; nil once it is gone.
+    var residentBytes: Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kB = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return nil }
+        return kB * 1024
+    }
+
     func signal(_ number: Int32) {
         if process.isRunning { Glibc.kill(process.processIdentifier, number) }
     }

@@ -150,6 +150,47 @@ import Testing
         }
     }
 
+    /// The `flow` events in `text`: (id, state) in order.
+    static func flowEvents(_ text: String) -> [(id: Int, state: String)] {
+        text.components(separatedBy: "event: flow\ndata: ").dropFirst().compactMap { event in
+            let json = event.prefix { $0 != "\n" }
+            guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any],
+                  let id = object["id"] as? Int, let state = object["state"] as? String else { return nil }
+            return (id, state)
+        }
+    }
+
+    @Test("the stream starts with the flows kept, then ready; one that changes before its turn comes once, at its change")
+    func snapshotThenChanges() async throws {
+        try await Self.withViewer { context, viewer, _ in
+            let count = EventStream.batch + 40
+            for id in 1...count { viewer.store.record(Self.exchange(id)) }
+            viewer.store.started(Self.exchange(count + 1))
+            let channel = try H.makeChannel(context)
+            defer { H.finish(channel) }
+            channel.isWritable = false  // the client is slow: the snapshot waits, taken but not yet written
+            try H.send(channel, "GET /api/events HTTP/1.1\r\nHost: \(H.own)\r\n\r\n")
+            var text = String(decoding: try H.drain(channel), as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 200 OK"))
+            #expect(Self.flowEvents(text).isEmpty && !text.contains("event: ready"))
+            // Changed before their turn in the snapshot: each sent once, from the change log, after `ready`.
+            viewer.store.record(Self.exchange(count))
+            viewer.store.record(Self.exchange(count + 1))
+            channel.isWritable = true
+            channel.pipeline.fireChannelWritabilityChanged()
+            channel.embeddedEventLoop.run()
+            text += String(decoding: try H.drain(channel), as: UTF8.self)
+            text += try Self.nextEvents(channel)
+            let events = Self.flowEvents(text)
+            #expect(events.map(\.id) == Array(1..<count) + [count, count + 1], "\(events.suffix(4))")
+            #expect(events.allSatisfy { $0.state == "done" })
+            let ready = try #require(text.range(of: "event: ready\n"))
+            let changed = try #require(text.range(of: #""id":\#(count),"#))
+            #expect(ready.lowerBound < changed.lowerBound, "the changed flow comes after the snapshot, from its change")
+            #expect(text.components(separatedBy: "event: ready").count == 2)
+        }
+    }
+
     @Test("a client that leaves stops its stream (no watcher left behind)")
     func clientLeaves() async throws {
         try await Self.withViewer { context, viewer, _ in

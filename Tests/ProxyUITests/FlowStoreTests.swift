@@ -75,7 +75,7 @@ struct FlowStoreTests {
     @Test("a flow that started and ended since the cursor is read once, at its end, even across reads")
     func latestChangeOnly() throws {
         let store = FlowStore(limits: .init(maxFlows: 3))
-        let (_, cursor) = try #require(store.watch(.init(changed: {}, closed: {})))
+        let cursor = try #require(store.watch(.init(changed: {}, closed: {}))).snapshot.cursor
         store.started(makeRecord(id: 1, status: nil))
         store.started(makeRecord(id: 2, status: nil))
         store.record(makeRecord(id: 2))
@@ -104,7 +104,8 @@ struct FlowStoreTests {
     func watching() throws {
         let store = FlowStore(limits: .init(maxFlows: 10))
         let wakeups = WakeCounter()
-        let (token, cursor) = try #require(store.watch(.init(changed: { wakeups.add() }, closed: {})))
+        let (token, snapshot) = try #require(store.watch(.init(changed: { wakeups.add() }, closed: {})))
+        let cursor = snapshot.cursor
         store.started(makeRecord(id: 1, status: nil))
         store.record(makeRecord(id: 1))
         store.record(makeRecord(id: 2))

@@ -10,8 +10,14 @@ struct ViewerAPITests {
     var api: ViewerAPI { ViewerAPI(store: store, version: "9.9.9") }
 
     func response(_ method: String, _ path: String, _ query: String? = nil) throws -> (status: Int, headers: HeaderFields, json: Any?, body: [UInt8]) {
-        guard case .response(let head, let body) = api.answer(method: method, path: path, query: query) else {
-            throw CancellationError()
+        let head: ResponseHead, body: [UInt8]
+        switch api.answer(method: method, path: path, query: query) {
+        case .response(let whole, let bytes): (head, body) = (whole, bytes)
+        case .download(let start, var download):
+            var bytes: [UInt8] = []
+            while let part = download.next() { bytes += part }
+            (head, body) = (start, bytes)
+        case .events: throw CancellationError()
         }
         let json = head.headers["content-type"] == "application/json" ? try? JSONSerialization.jsonObject(with: Data(body)) : nil
         return (head.status, head.headers, json, body)

@@ -38,6 +38,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case awaitingViewer
         /// The connection carries the viewer's event stream until the client leaves or hookproxy shuts down.
         case streamingEvents(EventStream)
+        /// `GET /api/har` arrived: its download starts at the request's end.
+        case downloadRequested(ResponseHead, HARDownload, keepAlive: Bool, RequestContext)
+        /// A download is being written, a part at a time as the client takes them.
+        case downloading(DownloadStream, keepAlive: Bool)
     }
 
     let proxy: ProxyContext
@@ -117,7 +121,11 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.read, .exchanging(let exchange)) where !exchange.requestBodyComplete && !readPaused:
             exchange.clientTimedOut("client sent no request body bytes for \(seconds) s (--idle-timeout)")
             context.close(promise: nil)
-        case (.read, .answeringLocally), (.read, .connectRequested), (.read, .viewerRequested):
+        case (.read, .answeringLocally), (.read, .connectRequested), (.read, .viewerRequested), (.read, .downloadRequested):
+            context.close(promise: nil)
+        case (.write, .downloading(let stream, _)) where !context.channel.isWritable:
+            // The client stopped reading a download: its connection (and the part it holds) is not kept.
+            stream.stop()
             context.close(promise: nil)
         case (.write, .exchanging(let exchange)) where !context.channel.isWritable || exchange.responseIsComplete:
             // The client stopped reading: curl does not time out a paused transfer, so hookproxy ends it.
@@ -179,8 +187,11 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.end, .viewerRequested(let make, let keepAlive, let request)):
             if closesAfterRequest { stopReading() }
             answerViewer(make, keepAlive: keepAlive, request: request)
+        case (.end, .downloadRequested(let head, let download, let keepAlive, let request)):
+            if closesAfterRequest { stopReading() }
+            startDownload(head, download, keepAlive: keepAlive, request: request)
         case (.body, .connectRequested), (_, .tunnelling), (_, .closing), (.body, .eventsRequested), (_, .streamingEvents),
-             (.body, .viewerRequested), (_, .awaitingViewer):
+             (.body, .viewerRequested), (_, .awaitingViewer), (.body, .downloadRequested), (_, .downloading):
             break
         case (.head, _), (.body, .idle), (.end, .idle):
             illegalTransition("request part in state \(state)")
@@ -191,6 +202,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if case .exchanging(let exchange) = state { exchange.clientClosed() }
         if case .upgrading(let handshake) = state { handshake.clientClosed() }
         if case .streamingEvents(let stream) = state { stream.stop() }
+        if case .downloading(let stream, _) = state { stream.stop() }
         // Not `.idle`: the decoder may still hand on parts of what it read before the close (the body of a request
         // answered and closed at once, RequestFraming), and they are dropped, not taken for a protocol error.
         state = .closing
@@ -200,6 +212,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable, case .exchanging(let exchange) = state { exchange.drainResponse() }
         if context.channel.isWritable, case .streamingEvents(let stream) = state { stream.drain() }
+        if context.channel.isWritable, case .downloading(let stream, _) = state { stream.writable() }
         if context.channel.isWritable, case .upgrading(let handshake) = state { handshake.clientWritable() }
         context.fireChannelWritabilityChanged()
     }
@@ -276,6 +289,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             case .deferred(let make):
                 state = .viewerRequested(make, keepAlive: keepAlive, request)
+                return
+            case .download(let head, let download):
+                state = .downloadRequested(head, download, keepAlive: keepAlive, request)
                 return
             }
         }
@@ -579,6 +595,29 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                                          client: "", start: Date())
             request.isViewerRequest = true
             writeLocal(refusal, keepAlive: false, events: [], request: request)
+        }
+    }
+
+    /// Starts writing a download (`DownloadStream`). Its length is not known ahead: chunked for HTTP/1.1, and an
+    /// HTTP/1.0 client learns where it ends from the close.
+    private func startDownload(_ head: ResponseHead, _ download: HARDownload, keepAlive: Bool, request: RequestContext) {
+        let version = request.head.version
+        let keepAlive = keepAlive && !(version.major == 1 && version.minor == 0)
+        let stream = DownloadStream(handler: self, eventLoop: eventLoop)
+        state = .downloading(stream, keepAlive: keepAlive)
+        var head = head
+        if !keepAlive { head.headers.set("Connection", "close") }
+        stream.start(head: head.nioHead(version: version), download: download)
+    }
+
+    /// The download's last part is written: its response ends, and the connection serves the next request (or
+    /// closes).
+    func downloadFinished() {
+        guard case .downloading(_, let keepAlive) = state else { return }
+        state = keepAlive ? .idle : .closing
+        guard let context = self.context else { return }
+        sendEnd().assumeIsolated().whenComplete { [self] _ in
+            if !keepAlive { context.close(promise: nil) } else if case .idle = state { awaitHead() }
         }
     }
 

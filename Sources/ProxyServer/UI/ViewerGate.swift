@@ -22,13 +22,16 @@ enum ViewerGate {
         case answer(LocalResponse)
         /// `GET /api/events`: start the event stream at the request's end.
         case events
-        /// An answer of the API, made at the request's end off the event loop (`queue`): a HAR download or a list
-        /// with bodies serializes up to the store's whole byte budget, which would stall every connection of the loop.
+        /// An answer of the API, made at the request's end off the event loop (`queue`): a list with bodies
+        /// serializes up to the store's whole byte budget, which would stall every connection of the loop.
         case deferred(@Sendable () -> LocalResponse)
+        /// `GET /api/har`: the head, then the body made a part at a time on `queue`, each once the client took the
+        /// last (`DownloadStream`): the whole file is never held, however slowly the client reads.
+        case download(ResponseHead, HARDownload)
     }
 
-    /// Where the API's answers are made: one at a time, so however many are asked for at once, one answer is being
-    /// built (its memory with it) while the proxy's event loops go on.
+    /// Where the API's answers (and the parts of downloads) are made: one at a time, so however many are asked for
+    /// at once, one answer or part is being built (its memory with it) while the proxy's event loops go on.
     static let queue = DispatchQueue(label: "hookproxy.viewer-api")
     /// Below this much in the store, every answer is quick: made on the loop, without the hop to `queue`.
     static let inlineBytes = 1 << 20
@@ -62,12 +65,12 @@ enum ViewerGate {
                 return .answer(refusal(403, "hookproxy: POST to the viewer needs the viewer's own Origin (http://\(hostHeader.prefix(200))), got \(origin.map { "'\($0.prefix(200))'" } ?? "none")"))
             }
         }
-        if path != "/api/events", path.hasPrefix("/api/"), viewer.store.bytes >= inlineBytes {
+        if path != "/api/events", path != "/api/har", path.hasPrefix("/api/"), viewer.store.bytes >= inlineBytes {
             let api = viewer.api
             return .deferred {
                 switch api.answer(method: method, path: path, query: query) {
                 case .response(let head, let body): LocalResponse(head: head, body: body)
-                case .events: LocalResponse.text(500, "hookproxy: internal error: an event stream off /api/events\n", headers: ViewerAnswer.commonHeaders)
+                case .events, .download: LocalResponse.text(500, "hookproxy: internal error: a stream off /api/events or /api/har\n", headers: ViewerAnswer.commonHeaders)
                 }
             }
         }
@@ -80,6 +83,10 @@ enum ViewerGate {
             return .events
         case .response(let head, let body):
             return .answer(LocalResponse(head: head, body: body))
+        case .download(let head, _) where method == "HEAD":
+            return .answer(LocalResponse(head: head, body: []))
+        case .download(let head, let download):
+            return .download(head, download)
         }
     }
 

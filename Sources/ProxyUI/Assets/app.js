@@ -1,5 +1,6 @@
-// hookproxy's traffic viewer: a live, filterable list of the exchanges the proxy keeps (GET /api/flows, then the
-// server-sent events of /api/events), and a detail pane for the one selected. Plain JavaScript, no build step.
+// hookproxy's traffic viewer: a live, filterable list of the exchanges the proxy keeps (the server-sent events of
+// /api/events: the flows kept, then their changes), and a detail pane for the one selected. Plain JavaScript, no
+// build step.
 // The list is virtualized: only the rows in view exist in the DOM, so 10,000 flows stay responsive.
 "use strict";
 (() => {
@@ -320,33 +321,14 @@
   }
 
   // ---- loading and live updates ----
-  async function load() {
-    let after = 0;
-    for (;;) {
-      const response = await fetch(`/api/flows?after=${after}&limit=2000&bodies=false`);
-      if (!response.ok) return;
-      const page = await response.json();
-      for (const flow of page) add(flow);
-      if (page.length < 2000) break;
-      after = page[page.length - 1].id;
-    }
-  }
+  // The stream starts with the flows kept (then `ready`), and goes on with their changes: each state of a flow
+  // comes once, in order, so nothing falls between a list read on its own and the stream (nor comes twice).
   function connect() {
     const source = new EventSource("/api/events");
-    let loaded = null;
-    source.addEventListener("open", () => {
-      $("live").className = "live on";
-      // (re)load after the stream is open, so nothing falls between the list and the first event
-      clearAll();
-      loaded = load();
-    });
-    source.addEventListener("flow", async event => {
-      const flow = JSON.parse(event.data);
-      if (loaded) await loaded;
-      add(flow);
-    });
+    source.addEventListener("open", () => { $("live").className = "live on"; clearAll(); });
+    source.addEventListener("flow", event => add(JSON.parse(event.data)));
     source.addEventListener("clear", clearAll);
-    source.addEventListener("reset", () => { clearAll(); loaded = load(); });
+    source.addEventListener("reset", clearAll);  // a new snapshot follows
     source.addEventListener("error", () => { $("live").className = "live off"; });
   }
 
