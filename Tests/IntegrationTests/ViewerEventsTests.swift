@@ -28,7 +28,7 @@ struct ViewerEventsTests {
             #expect(result.exitCode == 0)
             let text = try await client.readText(until: #""state":"done""#)
             #expect(text.contains("event: flow\ndata: {"))
-            let lines = text.split(separator: "\n").filter { $0.hasPrefix("data: {") }
+            let lines = text.split(separator: "\n").filter { $0.hasPrefix("data: {\"") }  // (not ready's {})
             let objects = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.dropFirst(6).utf8)) as? [String: Any] }
             #expect(!objects.isEmpty && objects.allSatisfy { $0["id"] is Int && $0["state"] is String })
             #expect(objects.last?["url"] as? String == "\(origin.baseURL)/bytes/5")
