@@ -50,6 +50,11 @@ typedef int (*hp_closesocket_callback)(void *context, curl_socket_t socket);
 static inline CURLcode hp_setopt_closesocket_callback(CURL *easy, hp_closesocket_callback cb) {
     return curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, cb);
 }
+typedef int (*hp_prereq_callback)(void *context, char *primary_ip, char *local_ip, int primary_port, int local_port);
+static inline CURLcode hp_setopt_prereq_callback(CURL *easy, hp_prereq_callback cb) {
+    return curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, cb);
+}
+static inline int hp_prereqfunc_ok(void) { return CURL_PREREQFUNC_OK; }
 static inline CURLcode hp_setopt_ssl_ctx_callback(CURL *easy, hp_ssl_ctx_callback cb) {
     return curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, cb);
 }

@@ -23,6 +23,12 @@ final class CurlTransfer: @unchecked Sendable {
     /// Set for a connect-only transfer (`UpstreamEngine.connect`): who gets the connection once curl made it.
     var connectionDelegate: (any UpstreamConnectionDelegate)?
 
+    /// The local port of the connection curl gave this transfer (CURLOPT_PREREQFUNCTION, set by `LoopEngine`), 0
+    /// before it has one: how the engine tells which cached connection a transfer took.
+    var connectionPort = 0
+    /// The engine running this transfer (it outlives the transfer: `stop` removes every one first).
+    unowned(unsafe) var engine: LoopEngine?
+
     init(id: UInt64, request: UpstreamRequest, delegate: any UpstreamTransferDelegate) {
         self.id = id
         self.request = request

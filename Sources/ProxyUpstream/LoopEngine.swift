@@ -32,8 +32,12 @@ final class LoopEngine: @unchecked Sendable {
     private var sockets: [Int32: (events: UInt32, armed: Bool)] = [:]
     /// Connections curl made and handed over (connect-only transfers), by socket: their readiness is theirs.
     private var handedOver: [Int32: UpstreamConnection] = [:]
-    /// Idle HTTP/1 connections in curl's cache, watched for bytes no request asked for (see `idleConnectionSpoke`).
-    private var idleSockets: Set<Int32> = []
+    /// Idle HTTP/1 connections in curl's cache, watched for bytes no request asked for (see `idleConnectionSpoke`):
+    /// socket → its local port, and back.
+    private var idleSockets: [Int32: Int] = [:]
+    private var idlePorts: [Int: Int32] = [:]
+    /// The transfer that took the connection with this local port last (`connectionTaken`), until it ends.
+    private var portHolders: [Int: UInt64] = [:]
     private static let idleEvents = hp_epollin() | hp_epollrdhup()
     /// True while the loop itself polls `socketSet` (a poll is queued as its next task); false while the watcher
     /// waits on the set for it.
@@ -98,7 +102,7 @@ final class LoopEngine: @unchecked Sendable {
         transfer.easy = easy
         do {
             try transfer.configure(easy, settings: transfer.request.settings)
-            try watchCloses(easy)
+            try watchConnections(easy, for: transfer)
             try curlCheck(curl_multi_add_handle(multi, easy.handle), "curl_multi_add_handle")
             active[transfer.id] = transfer
             transfer.state = .running(paused: false)
@@ -144,6 +148,8 @@ final class LoopEngine: @unchecked Sendable {
         for socket in sockets.keys { socketSet.forget(socket) }
         sockets.removeAll()
         idleSockets.removeAll()
+        idlePorts.removeAll()
+        portHolders.removeAll()
         watcher.forget(socketSet)
     }
 
@@ -181,7 +187,7 @@ final class LoopEngine: @unchecked Sendable {
     }
 
     private func handle(_ socket: LoopSocketSet.Ready) {
-        if idleSockets.contains(socket.socket) { return idleConnectionSpoke(socket.socket) }
+        if idleSockets[socket.socket] != nil { return idleConnectionSpoke(socket.socket) }
         if let connection = handedOver[socket.socket] {
             let readable = socket.events & (hp_epollin() | hp_epollhup() | hp_epollrdhup() | hp_epollerr()) != 0
             connection.ready(events: socket.events, readable: readable, writable: socket.events & hp_epollout() != 0)
@@ -207,7 +213,7 @@ final class LoopEngine: @unchecked Sendable {
 
     /// CURLMOPT_SOCKETFUNCTION: watch `socket` for what curl wants, or stop watching it.
     private func curlWatches(_ socket: Int32, what: Int32) {
-        let wasIdle = idleSockets.remove(socket) != nil  // curl takes an idle connection back
+        let wasIdle = unwatchIdle(socket)  // curl takes an idle connection back
         if what == hp_poll_remove() {
             if sockets.removeValue(forKey: socket) != nil || wasIdle { socketSet.forget(socket) }
             return
@@ -274,10 +280,13 @@ final class LoopEngine: @unchecked Sendable {
     /// Takes the transfer out of the multi handle; reports `outcome` unless it was cancelled.
     private func remove(_ transfer: CurlTransfer, outcome: UpstreamOutcome?) {
         guard active.removeValue(forKey: transfer.id) != nil, let easy = transfer.easy else { return }
-        // Only a transfer that completed leaves its connection idle in the cache (a cancelled one's is closed).
-        let kept = outcome.map { $0.error == nil } == true ? keptHTTP1Socket(easy) : nil
+        // Only a transfer that completed leaves its connection idle in the cache (a cancelled one's is closed), and
+        // only while no other transfer has taken that connection since (curl may hand it on in the same call).
+        let port = transfer.connectionPort
+        let stillHeld = releasePort(of: transfer)
+        let kept = outcome.map { $0.error == nil } == true && stillHeld ? keptHTTP1Socket(easy) : nil
         runCurl { _ = curl_multi_remove_handle(multi, easy.handle) }
-        if let kept { watchIdle(kept) }
+        if let kept { watchIdle(kept, port: port) }
         transfer.easy = nil
         transfer.state = .finished
         if let outcome {
@@ -304,29 +313,67 @@ final class LoopEngine: @unchecked Sendable {
     }
 
     /// Every socket a transfer's connection opens is closed through `curlCloses` (curl keeps the callback with the
-    /// connection, for its later closes too).
-    private func watchCloses(_ easy: CurlEasy) throws(CurlError) {
+    /// connection, for its later closes too), and the connection curl gives the transfer, new or cached, is named
+    /// to `connectionTaken` before the request goes out on it.
+    private func watchConnections(_ easy: CurlEasy, for transfer: CurlTransfer) throws(CurlError) {
         try easy.set(CURLOPT_CLOSESOCKETDATA, pointer: Unmanaged.passUnretained(self).toOpaque())
         try curlCheck(hp_setopt_closesocket_callback(easy.handle) { context, socket in
             Unmanaged<LoopEngine>.fromOpaque(context!).takeUnretainedValue().curlCloses(socket)
         }, "curl_easy_setopt(CURLOPT_CLOSESOCKETFUNCTION)")
+        transfer.engine = self
+        transfer.connectionPort = 0
+        try easy.set(CURLOPT_PREREQDATA, pointer: Unmanaged.passUnretained(transfer).toOpaque())
+        try curlCheck(hp_setopt_prereq_callback(easy.handle) { context, _, _, _, localPort in
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+            transfer.engine?.connectionTaken(port: Int(localPort), by: transfer)
+            return hp_prereqfunc_ok()
+        }, "curl_easy_setopt(CURLOPT_PREREQFUNCTION)")
+    }
+
+    /// CURLOPT_PREREQFUNCTION: curl gave `transfer` the connection whose local port is `port`, and is about to send
+    /// on it. A cached connection leaves the idle watch here, not only when curl asks to watch its socket: a
+    /// transfer whose response is there at once can be paused (its client is slow) before curl asks for anything,
+    /// and its bytes must never look like bytes no request asked for.
+    fileprivate func connectionTaken(port: Int, by transfer: CurlTransfer) {
+        transfer.connectionPort = port
+        portHolders[port] = transfer.id
+        if let socket = idlePorts[port] { _ = unwatchIdle(socket) }
+    }
+
+    /// Ends `transfer`'s hold on its connection's port; whether it still held it (no transfer took the connection
+    /// since).
+    private func releasePort(of transfer: CurlTransfer) -> Bool {
+        let port = transfer.connectionPort
+        guard port != 0, portHolders[port] == transfer.id else { return false }
+        portHolders.removeValue(forKey: port)
+        return true
     }
 
     /// CURLOPT_CLOSESOCKETFUNCTION: the socket leaves the idle watch before it is closed, since its number may be
     /// another socket's (another thread's) right after: the guard must never peek at or shut that one.
     private func curlCloses(_ socket: Int32) -> Int32 {
-        if idleSockets.remove(socket) != nil { socketSet.forget(socket) }
+        if unwatchIdle(socket) { socketSet.forget(socket) }
         return close(socket)
     }
 
     /// Idle connections watched now (tests: each must be a socket curl still holds).
-    var idleWatched: Set<Int32> { idleSockets }
+    var idleWatched: Set<Int32> { Set(idleSockets.keys) }
 
     /// Watches an idle cached connection for readability until curl takes it back (`curlWatches`) or closes it.
-    private func watchIdle(_ socket: Int32) {
+    private func watchIdle(_ socket: Int32, port: Int) {
         guard !stopped, sockets[socket] == nil, handedOver[socket] == nil else { return }  // still in use
-        idleSockets.insert(socket)
+        if let other = idlePorts[port] { _ = unwatchIdle(other) }  // (the same local port towards another server)
+        idleSockets[socket] = port
+        idlePorts[port] = socket
         socketSet.watch(socket, events: LoopEngine.idleEvents, isNew: true)
+    }
+
+    /// Takes `socket` out of the idle watch (its epoll registration stays: one-shot, re-armed or deleted by the
+    /// caller); whether it was there.
+    private func unwatchIdle(_ socket: Int32) -> Bool {
+        guard let port = idleSockets.removeValue(forKey: socket) else { return false }
+        idlePorts.removeValue(forKey: port)
+        return true
     }
 
     /// An idle HTTP/1 connection became readable. A close is curl's to find. Bytes are a response no request asked
@@ -334,13 +381,15 @@ final class LoopEngine: @unchecked Sendable {
     /// with bytes waiting as alive and would read them as the next request's response, which may be another
     /// client's. Shutting the socket makes curl find it closed and open another.
     private func idleConnectionSpoke(_ socket: Int32) {
-        idleSockets.remove(socket)
+        guard let port = idleSockets[socket] else { return }
+        _ = unwatchIdle(socket)
         var byte: UInt8 = 0
         let peeked = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
         if peeked > 0 {
             _ = shutdown(socket, Int32(SHUT_RDWR))
         } else if peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-            idleSockets.insert(socket)
+            idleSockets[socket] = port
+            idlePorts[port] = socket
             socketSet.watch(socket, events: LoopEngine.idleEvents, isNew: false)
         }
     }
@@ -355,6 +404,7 @@ final class LoopEngine: @unchecked Sendable {
         transfer.easy = nil
         transfer.state = .finished
         transfer.connectionDelegate = nil
+        _ = releasePort(of: transfer)
         var socket: curl_socket_t = -1
         guard hp_getinfo_socket(easy.handle, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK, socket >= 0 else {
             runCurl { _ = curl_multi_remove_handle(multi, easy.handle) }

@@ -51,6 +51,9 @@ struct ViewerDownloadTests {
         let entries = try Self.entries(whole.body)
         #expect(entries.count == Self.flows)
         #expect(entries.allSatisfy { (($0["response"] as? [String: Any])?["content"] as? [String: Any])?["text"] is String })
+        // Every download whole (a cut one once hid the idle-connection guard shutting a connection in use).
+        let sizes = entries.map { (($0["response"] as? [String: Any])?["content"] as? [String: Any])?["size"] as? Int }
+        #expect(sizes.allSatisfy { $0 == Self.bodySize }, "sizes: \(sizes)")
         let harSize = whole.body.count
         #expect(harSize > Self.flows * Self.bodySize)
 
