@@ -8,6 +8,8 @@ public final class RuleStore: Sendable {
     /// The `--rules` paths, as given.
     public let paths: [String]
     let environment: [String: String]
+    /// The paths that were directories at start: one that disappears is an error on reload, not "no rules".
+    let directories: Set<String>
     private let snapshot: Locked<RuleSet>
     private let watcher = Locked<RuleWatcher?>(nil)
     /// The state of the watched files as the last load attempt saw them (taken before reading), so a change made
@@ -20,6 +22,10 @@ public final class RuleStore: Sendable {
         throws(RuleLoadFailure) {
         self.paths = paths
         self.environment = environment
+        directories = Set(paths.filter { path in
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
+        })
         let before = Fingerprint.of(paths)
         let set = try RuleLoader.load(paths: paths, environment: environment)
         self.snapshot = Locked(set)
@@ -35,7 +41,8 @@ public final class RuleStore: Sendable {
     public func reload() -> Result<RuleSet, RuleLoadFailure> {
         let before = Fingerprint.of(paths)
         do throws(RuleLoadFailure) {
-            let set = try RuleLoader.load(paths: paths, environment: environment, missingFilesAreErrors: false)
+            let set = try RuleLoader.load(paths: paths, environment: environment, missingFilesAreErrors: false,
+                                          directories: directories)
             snapshot.value = set
             lastSeen.value = before.merging(Fingerprint.of(set.dependencies))
             return .success(set)

@@ -212,6 +212,7 @@ struct RunCommand: AsyncParsableCommand {
         store.startWatching { result in
             switch result {
             case .success(let rules):
+                for warning in rules.warnings { StandardStreams.error("\(warning)") }
                 logger.info("rules reloaded: \(rules.summary.dropFirst(4))")
             case .failure(let failure):
                 logger.error("rules not reloaded, the previous rules stay in force:\n\(failure)")

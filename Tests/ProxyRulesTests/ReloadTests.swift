@@ -87,7 +87,43 @@ func waitUntil(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
         dir.delete("a.yaml")
         let result = store.reload()
         #expect((try? result.get())?.ruleNames == ["b"])
+        #expect((try? result.get())?.warnings.map(\.message) == ["rule file no longer exists: it contributes no rules"])
         #expect(store.current.ruleNames == ["b"])
+    }
+
+    /// A `--rules` directory moved away (a checkout, a rename) used to reload as no rules at all, silently; it is an
+    /// error now, and the rules in force stay until it is back.
+    @Test func directoryGoneOnReloadKeepsTheRules() throws {
+        let dir = TempRules()
+        defer { dir.remove() }
+        dir.write("a.yaml", "rules:\n  - name: a\n")
+        let store = try RuleStore(paths: [dir.path], environment: [:])
+        let moved = dir.path + "-moved"
+        try FileManager.default.moveItem(atPath: dir.path, toPath: moved)
+        guard case .failure(let failure) = store.reload() else {
+            Issue.record("a vanished rules directory reloaded as a success")
+            try? FileManager.default.moveItem(atPath: moved, toPath: dir.path)
+            return
+        }
+        #expect(failure.description.contains("\(dir.path):1:1: --rules directory no longer exists"), "\(failure)")
+        #expect(store.current.ruleNames == ["a"])
+        try FileManager.default.moveItem(atPath: moved, toPath: dir.path)
+        #expect((try? store.reload().get())?.ruleNames == ["a"])
+    }
+
+    /// A `*.yaml` name that is a directory, or a symbolic link to nothing, was skipped without a word.
+    @Test func oddRuleFileNamesAreReported() throws {
+        let dir = TempRules()
+        defer { dir.remove() }
+        dir.write("a.yaml", "rules:\n  - name: a\n")
+        try FileManager.default.createDirectory(atPath: dir.path + "/b.yaml", withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: dir.path + "/c.yaml", withDestinationPath: dir.path + "/missing.yaml")
+        let set = try RuleLoader.load(paths: [dir.path], environment: [:])
+        #expect(set.ruleNames == ["a"])
+        #expect(set.warnings.map(\.description) == [
+            "\(dir.path)/b.yaml:1:1: warning: a directory, not a rule file: ignored",
+            "\(dir.path)/c.yaml:1:1: warning: a symbolic link to nothing, not a rule file: ignored",
+        ])
     }
 
     @Test func startFailsWithAllErrors() {

@@ -22,12 +22,13 @@ public enum RuleLoader {
         try load(paths: paths, environment: environment, missingFilesAreErrors: true)
     }
 
-    /// `missingFilesAreErrors: false` is for hot reload: a rule file given by name that was deleted then simply
-    /// contributes no rules (a missing directory is still an error).
-    static func load(paths: [String], environment: [String: String], missingFilesAreErrors: Bool)
-        throws(RuleLoadFailure) -> RuleSet {
-        var (files, errors) = ruleFiles(in: paths, missingFilesAreErrors: missingFilesAreErrors)
-        var warnings: [RuleWarning] = []
+    /// `missingFilesAreErrors: false` is for hot reload: a rule file given by name that was deleted then
+    /// contributes no rules, with a warning. A missing directory (one of `directories`, the paths that were
+    /// directories at start, or a path ending in `/`) is still an error: the rules in force stay.
+    static func load(paths: [String], environment: [String: String], missingFilesAreErrors: Bool,
+                     directories: Set<String> = []) throws(RuleLoadFailure) -> RuleSet {
+        var (files, errors, warnings) = ruleFiles(in: paths, missingFilesAreErrors: missingFilesAreErrors,
+                                                  directories: directories)
         var rules: [Rule] = []
         var namesSeen: [String: RuleError] = [:]
         var dependencies: [String] = []
@@ -67,9 +68,11 @@ public enum RuleLoader {
         return name.hasSuffix(".yaml") || name.hasSuffix(".yml")
     }
 
-    static func ruleFiles(in paths: [String], missingFilesAreErrors: Bool = true) -> ([RuleFile], [RuleError]) {
+    static func ruleFiles(in paths: [String], missingFilesAreErrors: Bool = true, directories: Set<String> = [])
+        -> ([RuleFile], [RuleError], [RuleWarning]) {
         var files: [RuleFile] = []
         var errors: [RuleError] = []
+        var warnings: [RuleWarning] = []
         var seen = Set<String>()
         let manager = FileManager.default
         for path in paths {
@@ -77,6 +80,10 @@ public enum RuleLoader {
             guard manager.fileExists(atPath: path, isDirectory: &isDirectory) else {
                 if missingFilesAreErrors || path.hasSuffix("/") {
                     errors.append(RuleError(file: path, line: 1, column: 1, message: "--rules path does not exist"))
+                } else if directories.contains(path) {
+                    errors.append(RuleError(file: path, line: 1, column: 1, message: "--rules directory no longer exists"))
+                } else {
+                    warnings.append(RuleWarning(file: path, line: 1, column: 1, message: "rule file no longer exists: it contributes no rules"))
                 }
                 continue
             }
@@ -87,17 +94,22 @@ public enum RuleLoader {
                 }
                 for name in names.sorted() where isRuleFileName(name) {
                     let full = (path as NSString).appendingPathComponent(name)
+                    let display = path.hasSuffix("/") ? path + name : path + "/" + name
                     var childIsDirectory: ObjCBool = false
                     guard manager.fileExists(atPath: full, isDirectory: &childIsDirectory), !childIsDirectory.boolValue
-                    else { continue }
-                    let display = path.hasSuffix("/") ? path + name : path + "/" + name
+                    else {
+                        // A name that looks like a rule file but is not one: say so, rather than drop it unseen.
+                        let what = childIsDirectory.boolValue ? "a directory" : "a symbolic link to nothing"
+                        warnings.append(RuleWarning(file: display, line: 1, column: 1, message: "\(what), not a rule file: ignored"))
+                        continue
+                    }
                     if seen.insert(absolute(full)).inserted { files.append(RuleFile(display: display, path: full)) }
                 }
             } else if seen.insert(absolute(path)).inserted {
                 files.append(RuleFile(display: path, path: path))
             }
         }
-        return (files, errors)
+        return (files, errors, warnings)
     }
 
     static func absolute(_ path: String) -> String {
