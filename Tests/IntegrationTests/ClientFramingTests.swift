@@ -60,6 +60,8 @@ struct ClientFramingTests {
                     #expect(await client.waitForClose())
                 }
                 #expect(origin.connections == 0, "\(String(decoding: origin.received, as: UTF8.self))")
+                // (recorded on the loop after the answer is written: the client may read it first)
+                #expect(await eventually(timeout: .seconds(10)) { !proxy.recorder.records.isEmpty })
                 let record = try #require(proxy.recorder.records.first)
                 #expect(record.response?.status == 400)
             }
@@ -160,7 +162,7 @@ struct ClientFramingTests {
                 }
                 let received = String(decoding: origin.received, as: UTF8.self)
                 #expect(!received.contains("/next"), "\(received)")
-                #expect(proxy.recorder.records.count == 1)
+                #expect(await eventually(timeout: .seconds(10)) { proxy.recorder.records.count == 1 })
             }
         }
     }
@@ -213,7 +215,7 @@ struct ClientFramingTests {
                 try await client.send("abcd")
                 let response = try await client.readResponse()
                 #expect(response.status == (proxyAuth ? 407 : 201))
-                #expect(proxy.recorder.records.map(\.requestBodySize) == [4])
+                #expect(await eventually(timeout: .seconds(10)) { proxy.recorder.records.map(\.requestBodySize) == [4] })
             }
         }
     }
