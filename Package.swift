@@ -28,17 +28,20 @@ let package = Package(
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
     ],
     targets: [
-        // C worlds: system libraries behind static-inline shims. Only ProxyUpstream imports them.
+        // C worlds: system libraries behind static-inline shims. Only ProxyUpstream imports them (CPCRE2: ProxyRules).
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
                        providers: [.apt(["libssl-dev"])]),
+        // PCRE2 (8-bit), for the rules' regular expressions. Only ProxyRules/PCRE2 imports it.
+        .systemLibrary(name: "CPCRE2", path: "Sources/CPCRE2", pkgConfig: "libpcre2-8",
+                       providers: [.apt(["libpcre2-dev"])]),
         // Linux's epoll and eventfd, for the upstream engine's socket watcher (Glibc's module leaves them out).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
 
         .target(name: "ProxyModel"),
         .target(name: "ProxyRules", dependencies: [
-            "ProxyModel",
+            "ProxyModel", "CPCRE2",
             .product(name: "Yams", package: "Yams"),
             .product(name: "CompressNIO", package: "compress-nio"),
             .product(name: "NIOCore", package: "swift-nio"),

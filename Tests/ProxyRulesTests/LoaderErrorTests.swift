@@ -60,7 +60,7 @@ import Testing
         #expect(errorsOf("rules:\n  - name: a\n    match: {path: \"v1/*\"}\n") ==
                 ["r.yaml:3:19: bad path glob 'v1/*': a path starts with '/' (the query is matched with 'query')"])
         #expect(errorsOf("rules:\n  - name: a\n    match: {path_regex: \"^/v1/(\"}\n") ==
-                ["r.yaml:3:25: bad regex '^/v1/(': not a valid regular expression"])
+                ["r.yaml:3:25: bad regex '^/v1/(': missing closing parenthesis (at offset 6)"])
     }
 
     @Test func missingReferencedFile() {

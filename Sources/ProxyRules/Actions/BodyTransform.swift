@@ -1,4 +1,3 @@
-import Foundation
 import ProxyModel
 
 /// One `replace` item: a regex (with `$1`… in `with`) or a literal text.
@@ -100,9 +99,10 @@ struct BodyTransformChain: BodyTransforming {
         for replacement in replacements {
             switch replacement.pattern {
             case .text(let literal):
-                text = text.replacingOccurrences(of: literal, with: replacement.with)
+                text = text.replacing(literal, with: replacement.with)
             case .regex(let regex):
-                guard let replaced = replaceRegex(regex, in: text, with: replacement.with, deadline: deadline) else {
+                let template = ReplacementTemplate(replacement.with, groupCount: regex.groupCount)
+                guard let replaced = regex.replacingAll(in: text, with: template, deadline: deadline) else {
                     notes.append("replace (\(rule)): regex /\(regex.pattern)/ ran out of its time budget; body unchanged")
                     return body
                 }
@@ -110,34 +110,6 @@ struct BodyTransformChain: BodyTransforming {
             }
         }
         return Array(text.utf8)
-    }
-
-    /// Replaces every match, or returns nil when the deadline passes first (checked between matches and, through
-    /// `.reportProgress`, while ICU searches).
-    static func replaceRegex(_ compiled: CompiledRegex, in text: String, with template: String,
-                             deadline: ContinuousClock.Instant) -> String? {
-        let ns = text as NSString
-        var matches: [NSTextCheckingResult] = []
-        var timedOut = false
-        compiled.regex.enumerateMatches(in: text, options: [.reportProgress],
-                                        range: NSRange(location: 0, length: ns.length)) { result, _, stop in
-            if let result { matches.append(result) }
-            if ContinuousClock.now >= deadline {
-                timedOut = true
-                stop.pointee = true
-            }
-        }
-        if timedOut { return nil }
-        guard !matches.isEmpty else { return text }
-        var out = ""
-        var last = 0
-        for match in matches {
-            out += ns.substring(with: NSRange(location: last, length: match.range.location - last))
-            out += compiled.regex.replacementString(for: match, in: text, offset: 0, template: template)
-            last = match.range.location + match.range.length
-        }
-        out += ns.substring(from: last)
-        return out
     }
 
     static func edit(_ body: [UInt8], _ edit: JSONEdit, rule: String, notes: inout [String]) -> [UInt8] {

@@ -1,32 +1,124 @@
-import Foundation
-
-/// An NSRegularExpression compiled once at load. NSRegularExpression is immutable and documented thread-safe,
-/// hence `@unchecked Sendable`.
-struct CompiledRegex: @unchecked Sendable {
+/// A rule's regular expression (`match.path_regex`, `replace.regex`), compiled once at load. PCRE2 syntax, with
+/// Unicode semantics as ICU and NSRegularExpression have; each match is bounded (see `PCRE2Pattern.Budget`).
+struct CompiledRegex: Sendable {
     let pattern: String
-    let regex: NSRegularExpression
+    private let compiled: PCRE2Pattern
 
-    var groupCount: Int { regex.numberOfCaptureGroups }
+    var groupCount: Int { compiled.groupCount }
 
     static func compile(_ pattern: String) -> Result<CompiledRegex, RegexError> {
-        do {
-            return .success(CompiledRegex(pattern: pattern, regex: try NSRegularExpression(pattern: pattern)))
-        } catch {
-            return .failure(RegexError(reason: "not a valid regular expression"))
+        let (translated, origin) = ICUEscapes.translate(pattern)
+        switch PCRE2Pattern.compile(translated) {
+        case .success(let compiled):
+            return .success(CompiledRegex(pattern: pattern, compiled: compiled))
+        case .failure(let failure):
+            let offset = origin[min(max(failure.offset, 0), origin.count - 1)]
+            return .failure(RegexError(reason: "\(failure.message) (at offset \(offset))"))
         }
     }
 
-    /// `[$0, $1, …]` of the first match in `text` (non-participating groups are ""), or nil.
+    /// `[$0, $1, …]` of the first match in `text` (non-participating groups are ""), or nil when nothing matches
+    /// or the match ran out of its budget.
     func firstMatchGroups(in text: String) -> [String]? {
-        let ns = text as NSString
-        guard let match = regex.firstMatch(in: text, range: NSRange(location: 0, length: ns.length)) else { return nil }
-        return (0..<match.numberOfRanges).map { index in
-            let range = match.range(at: index)
-            return range.location == NSNotFound ? "" : ns.substring(with: range)
+        var text = text
+        return text.withUTF8 { bytes in
+            let scratch = PCRE2Pattern.Scratch(for: compiled)
+            guard compiled.match(bytes, from: 0, scratch: scratch) == .match else { return nil }
+            return (0...groupCount).map { index in
+                guard let range = compiled.range(ofGroup: index, in: scratch) else { return "" }
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+            }
+        }
+    }
+
+    /// `text` with every match replaced by `template` expanded (see `ReplacementTemplate`), or nil when a match ran
+    /// out of its budget or `deadline` passed between matches. Matches do not overlap; after an empty match the
+    /// search goes on one character further, as NSRegularExpression's (ICU's) does.
+    func replacingAll(in text: String, with template: ReplacementTemplate,
+                      deadline: ContinuousClock.Instant) -> String? {
+        var subject = text
+        let outcome = subject.withUTF8 { bytes -> [UInt8]?? in
+            let scratch = PCRE2Pattern.Scratch(for: compiled)
+            var out: [UInt8] = []
+            var copied = 0, position = 0, matched = false
+            while position <= bytes.count {
+                switch compiled.match(bytes, from: position, scratch: scratch) {
+                case .overBudget: return .some(nil)
+                case .noMatch: position = bytes.count + 1; continue
+                case .match: break
+                }
+                guard let whole = compiled.range(ofGroup: 0, in: scratch) else { return .some(nil) }
+                if !matched { out.reserveCapacity(bytes.count) }
+                matched = true
+                out.append(contentsOf: bytes[copied..<whole.lowerBound])
+                template.expand(into: &out) { index in
+                    compiled.range(ofGroup: index, in: scratch).map { UnsafeBufferPointer(rebasing: bytes[$0]) }
+                }
+                copied = whole.upperBound
+                position = whole.upperBound
+                if whole.isEmpty {
+                    position += 1
+                    while position < bytes.count && bytes[position] & 0xC0 == 0x80 { position += 1 }
+                }
+                if ContinuousClock.now >= deadline { return .some(nil) }
+            }
+            guard matched else { return .none }
+            out.append(contentsOf: bytes[copied...])
+            return .some(out)
+        }
+        switch outcome {
+        case .none: return text
+        case .some(nil): return nil
+        case .some(let bytes?): return String(decoding: bytes, as: UTF8.self)
         }
     }
 }
 
+/// Why a rule's regular expression does not compile.
 struct RegexError: Error {
     var reason: String
+}
+
+/// ICU's code point escapes, which PCRE2 spells `\x{…}`: `\uhhhh` and `\Uhhhhhhhh` are rewritten before compiling
+/// (outside `\Q…\E`, and not after an escaped backslash), so patterns written for NSRegularExpression keep working.
+enum ICUEscapes {
+    /// The pattern PCRE2 reads, and for each of its bytes the offset of the byte it came from in `pattern` (for
+    /// error offsets).
+    static func translate(_ pattern: String) -> (String, [Int]) {
+        let bytes = Array(pattern.utf8)
+        guard bytes.contains(0x5C) else { return (pattern, Array(0...bytes.count)) }
+        var out: [UInt8] = [], origin: [Int] = []
+        var index = 0, quoted = false
+        func isHex(_ byte: UInt8) -> Bool {
+            (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+        }
+        func copy(_ count: Int) {
+            for offset in 0..<count where index + offset < bytes.count {
+                out.append(bytes[index + offset]); origin.append(index + offset)
+            }
+            index += count
+        }
+        while index < bytes.count {
+            guard bytes[index] == 0x5C, index + 1 < bytes.count else { copy(1); continue }
+            let next = bytes[index + 1]
+            if quoted {
+                if next == 0x45 { quoted = false }  // \E
+                copy(2)
+                continue
+            }
+            let digits = next == 0x75 ? 4 : next == 0x55 ? 8 : 0  // \u, \U
+            if digits > 0, index + 2 + digits <= bytes.count, bytes[(index + 2)..<(index + 2 + digits)].allSatisfy(isHex) {
+                let start = index
+                let escape = Array("\\x{".utf8) + bytes[(index + 2)..<(index + 2 + digits)] + [0x7D]
+                out += escape
+                origin += Array(repeating: start, count: escape.count)
+                index += 2 + digits
+                continue
+            }
+            if next == 0x51 { quoted = true }  // \Q
+            copy(2)
+        }
+        origin.append(bytes.count)
+        return (String(decoding: out, as: UTF8.self), origin)
+    }
 }
