@@ -140,6 +140,30 @@ struct RuleEdgeTests {
         }
     }
 
+    /// `path_regex` matches on the event loop: a pattern that backtracks without end held it (and every client on
+    /// it) for as long as ICU ran: 1.6 s for this one through a release build. Now the match stops at its budget and
+    /// the rule does not match.
+    @Test("a catastrophically slow path_regex gives up: the rule does not match, and the proxy keeps answering")
+    func slowPathRegexGivesUp() async throws {
+        try await withOrigin { origin in
+            let yaml = #"""
+                rules:
+                  - name: evil
+                    match: { port: \#(origin.port), path_regex: "^/(a|aa)+$" }
+                    respond: { status: 418 }
+                """#
+            try await withRules(yaml) { proxy, _ in
+                let evil = try await Hooks.curl(proxy, "\(origin.baseURL)/" + String(repeating: "a", count: 60) + "!")
+                #expect(!evil.timedOut)
+                #expect(evil.status == 404)  // not the rule's 418: the origin answered
+                let fine = try await Hooks.curl(proxy, "\(origin.baseURL)/aaaa")
+                #expect(fine.status == 418)
+                let other = try await Hooks.curl(proxy, "\(origin.baseURL)/status/200")
+                #expect(other.status == 200)
+            }
+        }
+    }
+
     @Test("a transform on a response that ends early: the client gets an error, not a hang")
     func transformOnTruncatedResponse() async throws {
         try await withOrigin { origin in
