@@ -2,7 +2,7 @@
 # The package list and build flags here are the single source of truth; docker/Dockerfile mirrors them
 # (Tests check the two agree).
 
-SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev libpcre2-dev pkg-config curl openssl ca-certificates
+SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev libpcre2-dev libyaml-dev pkg-config curl openssl ca-certificates
 SWIFT_BUILD_FLAGS := -c release
 RULES ?= rules
 ARGS ?=

@@ -24,11 +24,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
-        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
     ],
     targets: [
-        // C worlds: system libraries behind static-inline shims. Only ProxyUpstream imports them (CPCRE2: ProxyRules).
+        // C worlds: system libraries behind static-inline shims. Only ProxyUpstream imports them (CPCRE2 and
+        // CLibYAML: ProxyRules).
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
@@ -36,13 +36,15 @@ let package = Package(
         // PCRE2 (8-bit), for the rules' regular expressions. Only ProxyRules/PCRE2 imports it.
         .systemLibrary(name: "CPCRE2", path: "Sources/CPCRE2", pkgConfig: "libpcre2-8",
                        providers: [.apt(["libpcre2-dev"])]),
+        // libyaml's event parser, for rule files: only Sources/ProxyRules/LibYAML imports it (it composes YAMLNode).
+        .systemLibrary(name: "CLibYAML", path: "Sources/CLibYAML", pkgConfig: "yaml-0.1",
+                       providers: [.apt(["libyaml-dev"])]),
         // Linux's epoll and eventfd, for the upstream engine's socket watcher (Glibc's module leaves them out).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
 
         .target(name: "ProxyModel"),
         .target(name: "ProxyRules", dependencies: [
-            "ProxyModel", "CPCRE2",
-            .product(name: "Yams", package: "Yams"),
+            "ProxyModel", "CPCRE2", "CLibYAML",
             .product(name: "CompressNIO", package: "compress-nio"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "X509", package: "swift-certificates"),

@@ -1,8 +1,7 @@
 import Foundation
-import Yams
 
 /// Reading state of one rule file: where it is, the errors and warnings found so far, and typed accessors over
-/// Yams nodes that report wrong types at the node's `line:column`. Used by one loading thread only.
+/// YAML nodes that report wrong types at the node's `line:column`. Used by one loading thread only.
 final class FileContext {
     /// The path as shown in messages.
     let file: String
@@ -24,11 +23,11 @@ final class FileContext {
 
     var hasErrors: Bool { !errors.isEmpty }
 
-    func error(_ node: Node?, _ message: String) {
+    func error(_ node: YAMLNode?, _ message: String) {
         error(at: node?.mark, message)
     }
 
-    func error(at mark: Mark?, _ message: String) {
+    func error(at mark: YAMLMark?, _ message: String) {
         errors.append(RuleError(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message))
     }
 
@@ -36,7 +35,7 @@ final class FileContext {
         errors.append(RuleError(file: file, line: line, column: column, message: message))
     }
 
-    func warning(_ node: Node?, _ message: String) {
+    func warning(_ node: YAMLNode?, _ message: String) {
         let mark = node?.mark
         warnings.append(RuleWarning(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message))
     }
@@ -53,7 +52,7 @@ final class FileContext {
     }
 
     /// Reads a referenced file (body_file, file, certificates), reporting a missing or unreadable one at `node`.
-    func readReferencedFile(_ path: String, key: String, node: Node, limit: Int = 64 << 20) -> [UInt8]? {
+    func readReferencedFile(_ path: String, key: String, node: YAMLNode, limit: Int = 64 << 20) -> [UInt8]? {
         let full = resolve(path)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) else {
@@ -78,11 +77,10 @@ final class FileContext {
 
     // MARK: typed accessors
 
-    static func describe(_ node: Node) -> String {
+    static func describe(_ node: YAMLNode) -> String {
         switch node {
         case .mapping: return "a mapping"
         case .sequence: return "a list"
-        case .alias: return "an alias"
         case .scalar(let scalar):
             if scalar.style == .plain && (scalar.string.isEmpty || scalar.string == "~" || scalar.string == "null") {
                 return "nothing"
@@ -93,7 +91,7 @@ final class FileContext {
     }
 
     /// A mapping whose keys are checked against `allowed` (unknown keys are errors with the nearest valid key).
-    func mapping(_ node: Node, _ what: String, allowed: [String]) -> MappingReader? {
+    func mapping(_ node: YAMLNode, _ what: String, allowed: [String]) -> MappingReader? {
         guard case .mapping(let mapping) = node else {
             error(node, "'\(what)' must be a mapping, found \(Self.describe(node))")
             return nil
@@ -117,7 +115,7 @@ final class FileContext {
     }
 
     /// A string scalar with `${VAR}` expanded. Reports an unset variable naming it.
-    func string(_ node: Node, _ what: String, expand: Bool = true) -> String? {
+    func string(_ node: YAMLNode, _ what: String, expand: Bool = true) -> String? {
         guard case .scalar(let scalar) = node else {
             error(node, "'\(what)' must be a text value, found \(Self.describe(node))")
             return nil
@@ -126,7 +124,7 @@ final class FileContext {
         return expand ? expandEnvironment(scalar.string, node: node) : scalar.string
     }
 
-    func nonEmptyString(_ node: Node, _ what: String) -> String? {
+    func nonEmptyString(_ node: YAMLNode, _ what: String) -> String? {
         guard let value = string(node, what) else { return nil }
         if value.isEmpty {
             error(node, "'\(what)' must not be empty")
@@ -135,7 +133,7 @@ final class FileContext {
         return value
     }
 
-    func int(_ node: Node, _ what: String, range: ClosedRange<Int>) -> Int? {
+    func int(_ node: YAMLNode, _ what: String, range: ClosedRange<Int>) -> Int? {
         guard case .scalar(let scalar) = node, let value = Int(expandEnvironment(scalar.string, node: node) ?? "")
         else {
             error(node, "'\(what)' must be a whole number, found \(Self.describe(node))")
@@ -148,7 +146,7 @@ final class FileContext {
         return value
     }
 
-    func bool(_ node: Node, _ what: String) -> Bool? {
+    func bool(_ node: YAMLNode, _ what: String) -> Bool? {
         if case .scalar(let scalar) = node {
             switch scalar.string.lowercased() {
             case "true": return true
@@ -161,12 +159,12 @@ final class FileContext {
     }
 
     /// One text value or a list of them; each with its node for later messages.
-    func stringList(_ node: Node, _ what: String) -> [(String, Node)]? {
+    func stringList(_ node: YAMLNode, _ what: String) -> [(String, YAMLNode)]? {
         switch node {
         case .scalar:
             return string(node, what).map { [($0, node)] }
         case .sequence(let sequence):
-            var result: [(String, Node)] = []
+            var result: [(String, YAMLNode)] = []
             var ok = true
             for item in sequence {
                 if let value = string(item, what) { result.append((value, item)) } else { ok = false }
@@ -179,9 +177,9 @@ final class FileContext {
     }
 
     /// A mapping of name → text (headers, query); keys keep their spelling and order.
-    func stringMap(_ node: Node, _ what: String) -> [(key: String, keyNode: Node, value: String, valueNode: Node)]? {
+    func stringMap(_ node: YAMLNode, _ what: String) -> [(key: String, keyNode: YAMLNode, value: String, valueNode: YAMLNode)]? {
         guard let reader = mapping(node, what, allowed: []) else { return nil }
-        var result: [(key: String, keyNode: Node, value: String, valueNode: Node)] = []
+        var result: [(key: String, keyNode: YAMLNode, value: String, valueNode: YAMLNode)] = []
         var ok = true
         for entry in reader.entries {
             if let value = string(entry.value, "\(what).\(entry.key)") {
@@ -194,7 +192,7 @@ final class FileContext {
     // MARK: environment
 
     /// Expands `${VAR}` from the environment. An unset variable is an error naming it; nil then.
-    func expandEnvironment(_ text: String, node: Node) -> String? {
+    func expandEnvironment(_ text: String, node: YAMLNode) -> String? {
         guard text.contains("${") else { return text }
         var result = ""
         var rest = Substring(text)
@@ -227,15 +225,15 @@ final class FileContext {
 struct MappingReader {
     struct Entry {
         var key: String
-        var keyNode: Node
-        var value: Node
+        var keyNode: YAMLNode
+        var value: YAMLNode
     }
 
-    var node: Node
+    var node: YAMLNode
     var entries: [Entry]
 
-    subscript(key: String) -> Node? { entries.first { $0.key == key }?.value }
-    func keyNode(_ key: String) -> Node? { entries.first { $0.key == key }?.keyNode }
+    subscript(key: String) -> YAMLNode? { entries.first { $0.key == key }?.value }
+    func keyNode(_ key: String) -> YAMLNode? { entries.first { $0.key == key }?.keyNode }
     func has(_ key: String) -> Bool { entries.contains { $0.key == key } }
 }
 

@@ -1,6 +1,5 @@
 import Foundation
 import ProxyModel
-import Yams
 
 /// Validates `on_redirect`, `on_challenge` and `trust` and turns them into the ProxyModel policy types.
 /// (What the policies do at run time belongs to the server and upstream modules.)
@@ -14,7 +13,7 @@ struct HookParser {
     static let trustKeys = ["pinning", "pins", "certificates", "ca_file", "allow_invalid_certificates",
                             "validate_domain_name", "verify_time"]
 
-    func choice<T: RawRepresentable & CaseIterable>(_ node: Node, _ what: String, _: T.Type) -> T? where T.RawValue == String {
+    func choice<T: RawRepresentable & CaseIterable>(_ node: YAMLNode, _ what: String, _: T.Type) -> T? where T.RawValue == String {
         guard let text = ctx.string(node, what) else { return nil }
         if let value = T(rawValue: text) { return value }
         let names = T.allCases.map(\.rawValue)
@@ -26,7 +25,7 @@ struct HookParser {
 
     // MARK: on_redirect
 
-    func onRedirect(_ node: Node, rule: String) -> RedirectPolicy? {
+    func onRedirect(_ node: YAMLNode, rule: String) -> RedirectPolicy? {
         guard let map = ctx.mapping(node, "on_redirect", allowed: Self.onRedirectKeys) else { return nil }
         let before = ctx.errors.count
         var policy = RedirectPolicy(rule: rule, action: .pass)
@@ -60,7 +59,7 @@ struct HookParser {
 
     // MARK: on_challenge
 
-    func onChallenge(_ node: Node, rule: String) -> ChallengePolicy? {
+    func onChallenge(_ node: YAMLNode, rule: String) -> ChallengePolicy? {
         guard let map = ctx.mapping(node, "on_challenge", allowed: Self.onChallengeKeys) else { return nil }
         let before = ctx.errors.count
         var policy = ChallengePolicy(rule: rule, action: .pass)
@@ -99,7 +98,7 @@ struct HookParser {
         return ctx.errors.count == before ? policy : nil
     }
 
-    func clientCertificate(_ node: Node) -> ClientCertificate? {
+    func clientCertificate(_ node: YAMLNode) -> ClientCertificate? {
         guard let map = ctx.mapping(node, "on_challenge.client_certificate", allowed: Self.clientCertificateKeys)
         else { return nil }
         guard let certNode = map["cert"], let keyNode = map["key"] else {
@@ -119,7 +118,7 @@ struct HookParser {
     }
 
     /// The absolute path of a referenced file that must exist.
-    func existingFile(_ node: Node, _ what: String) -> String? {
+    func existingFile(_ node: YAMLNode, _ what: String) -> String? {
         guard let path = ctx.nonEmptyString(node, what) else { return nil }
         let full = ctx.resolve(path)
         var isDirectory: ObjCBool = false
@@ -133,7 +132,7 @@ struct HookParser {
 
     // MARK: trust
 
-    func trust(_ node: Node, rule: String) -> TrustPolicy? {
+    func trust(_ node: YAMLNode, rule: String) -> TrustPolicy? {
         guard let map = ctx.mapping(node, "trust", allowed: Self.trustKeys) else { return nil }
         let before = ctx.errors.count
         var policy = TrustPolicy(rule: rule)
@@ -152,7 +151,7 @@ struct HookParser {
             if policy.pinning == .certificate {
                 ctx.error(map.keyNode("pins"), "rule '\(rule)': 'pins' are public-key hashes; 'pinning: certificate' takes 'certificates' (or use 'pinning: public_key')")
             }
-            let items: [Node] = if case .sequence(let seq) = node { Array(seq) } else { [node] }
+            let items: [YAMLNode] = if case .sequence(let seq) = node { Array(seq) } else { [node] }
             for item in items {
                 guard let text = ctx.string(item, "trust.pins") else { continue }
                 for pin in text.split(separator: ";") {
@@ -205,7 +204,7 @@ struct HookParser {
     }
 
     /// DER of every certificate in a PEM/DER file, or in every certificate file of a directory.
-    func loadCertificates(_ path: String, node: Node) -> [[UInt8]] {
+    func loadCertificates(_ path: String, node: YAMLNode) -> [[UInt8]] {
         let full = ctx.resolve(path)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) else {

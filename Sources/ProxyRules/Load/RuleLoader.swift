@@ -1,5 +1,4 @@
 import Foundation
-import Yams
 
 /// Loads `--rules` paths into one validated RuleSet, or fails with every error of every file.
 ///
@@ -10,7 +9,7 @@ import Yams
 public enum RuleLoader {
     /// Rule files larger than this are refused (they are written by hand; this is a guard against mistakes).
     public static let maxFileBytes = 4 << 20
-    /// Bound on the nodes of all mapping keys with aliases expanded, which Yams hashes while composing. A file
+    /// Bound on the nodes of all mapping keys with aliases expanded, which the composer hashes. A file
     /// within `maxFileBytes` reaches it only through aliases.
     static let maxKeyNodes = 4_000_000
 
@@ -41,7 +40,7 @@ public enum RuleLoader {
             }
             for item in parsed {
                 let mark = item.nameNode.mark
-                let here = RuleError(file: file.display, line: mark?.line ?? 1, column: mark?.column ?? 1, message: "")
+                let here = RuleError(file: file.display, line: mark.line, column: mark.column, message: "")
                 if let first = namesSeen[item.rule.name] {
                     ctx.error(item.nameNode, "duplicate rule name '\(item.rule.name)' (first defined at \(first.file):\(first.line):\(first.column)); names are unique across all files")
                 } else {
@@ -120,7 +119,7 @@ public enum RuleLoader {
     // MARK: reading one file
 
     /// The root node of a rule file, or nil with the reason reported.
-    static func readYAML(_ path: String, ctx: FileContext) -> Node? {
+    static func readYAML(_ path: String, ctx: FileContext) -> YAMLNode? {
         if let attributes = try? FileManager.default.attributesOfItem(atPath: path),
            let size = attributes[.size] as? NSNumber, size.intValue > maxFileBytes {
             ctx.error(at: nil, "file is \(size.intValue) bytes; rule files are limited to \(maxFileBytes) bytes (4 MiB)")
@@ -153,14 +152,11 @@ public enum RuleLoader {
                       + "a rule file's keys are words")
             return nil
         }
-        let root: Node?
-        do {
-            root = try Yams.compose(yaml: text)
-        } catch let error as YamlError {
-            reportYAMLError(error, text: text, ctx: ctx)
-            return nil
+        let root: YAMLNode?
+        do throws(YAMLSyntaxError) {
+            root = try YAMLComposer.compose(text)
         } catch {
-            ctx.error(at: nil, "not valid YAML: \(error)")
+            reportYAMLError(error, text: text, ctx: ctx)
             return nil
         }
         guard let root else {
@@ -170,37 +166,22 @@ public enum RuleLoader {
         return root
     }
 
-    static func reportYAMLError(_ error: YamlError, text: String, ctx: FileContext) {
-        var mark: (line: Int, column: Int)?
+    static func reportYAMLError(_ error: YAMLSyntaxError, text: String, ctx: FileContext) {
         var message: String
-        switch error {
-        case .scanner(let context, let problem, let problemMark, _),
-             .parser(let context, let problem, let problemMark, _),
-             .composer(let context, let problem, let problemMark, _):
-            mark = (problemMark.line, problemMark.column)
-            message = "not valid YAML: \(problem)"
-            if let context { message += " (\(context.text) at line \(context.mark.line))" }
-        case .reader(let problem, let offset, _, _):
-            if let offset {
-                let prefix = text.prefix(offset)
-                let line = prefix.filter { $0 == "\n" }.count + 1
-                let column = prefix.distance(from: prefix.lastIndex(of: "\n").map { prefix.index(after: $0) } ?? prefix.startIndex,
-                                             to: prefix.endIndex) + 1
-                mark = (line, column)
+        if error.duplicateKeys.isEmpty {
+            message = "not valid YAML: \(error.problem)"
+            if let context = error.context, let contextMark = error.contextMark {
+                message += " (\(context) at line \(contextMark.line))"
             }
-            message = "not valid YAML: \(problem)"
-        case .duplicatedKeysInMapping(let duplicates, let context):
-            mark = (context.mark.line, context.mark.column)
-            message = "duplicate key \(duplicates.map { "'\($0)'" }.joined(separator: ", ")) in one mapping"
-        default:
-            message = "not valid YAML: \(error)"
+        } else {
+            message = "duplicate key \(error.duplicateKeys.map { "'\($0)'" }.joined(separator: ", ")) in one mapping"
         }
         // A tab where YAML wants indentation gives libyaml's cryptic "cannot start any token"; say what it is.
-        if let tab = firstIndentationTab(text), tab.line <= (mark?.line ?? Int.max) {
+        if let tab = firstIndentationTab(text), tab.line <= error.mark.line {
             ctx.error(line: tab.line, column: tab.column, "tab character in indentation; YAML indents with spaces")
             return
         }
-        ctx.error(line: mark?.line ?? 1, column: mark?.column ?? 1, message)
+        ctx.error(line: error.mark.line, column: error.mark.column, message)
     }
 
     /// The first tab inside a line's leading whitespace, outside block scalars we cannot know about cheaply.

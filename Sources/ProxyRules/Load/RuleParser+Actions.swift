@@ -1,12 +1,11 @@
 import Foundation
 import ProxyModel
-import Yams
 
 extension RuleParser {
     // MARK: actions
 
     /// Parses a template and checks its `$N` against the rule's `path_regex`.
-    func template(_ node: Node, _ what: String, groups: Int?) -> URLTemplate? {
+    func template(_ node: YAMLNode, _ what: String, groups: Int?) -> URLTemplate? {
         guard let text = ctx.nonEmptyString(node, what) else { return nil }
         let template: URLTemplate
         switch URLTemplate.parse(text) {
@@ -19,7 +18,7 @@ extension RuleParser {
         return template
     }
 
-    func checkGroups(_ used: Int?, node: Node, what: String, groups: Int?) -> Bool {
+    func checkGroups(_ used: Int?, node: YAMLNode, what: String, groups: Int?) -> Bool {
         guard let used, used > 0 else { return true }
         guard let groups else {
             ctx.error(node, "'\(what)' uses $\(used) but the rule has no 'match.path_regex' to capture it")
@@ -32,9 +31,9 @@ extension RuleParser {
         return true
     }
 
-    func parseMapRemote(_ node: Node, groups: Int?) -> MapRemote? {
+    func parseMapRemote(_ node: YAMLNode, groups: Int?) -> MapRemote? {
         // `map_remote: "http://…"` is accepted as a short form of `map_remote: {to: …}`.
-        let toNode: Node
+        let toNode: YAMLNode
         if case .scalar = node { toNode = node } else {
             guard let map = ctx.mapping(node, "map_remote", allowed: Self.mapRemoteKeys) else { return nil }
             guard let to = map["to"] else {
@@ -58,12 +57,12 @@ extension RuleParser {
         return MapRemote(to: template)
     }
 
-    func status(_ node: Node?, _ what: String, default value: Int, range: ClosedRange<Int> = 100...599) -> Int? {
+    func status(_ node: YAMLNode?, _ what: String, default value: Int, range: ClosedRange<Int> = 100...599) -> Int? {
         guard let node else { return value }
         return ctx.int(node, what, range: range)
     }
 
-    func parseRespond(_ node: Node) -> Respond? {
+    func parseRespond(_ node: YAMLNode) -> Respond? {
         guard let map = ctx.mapping(node, "respond", allowed: Self.respondKeys) else { return nil }
         let before = ctx.errors.count
         let status = status(map["status"], "respond.status", default: 200)
@@ -90,7 +89,7 @@ extension RuleParser {
         return Respond(status: status, headers: headers, body: body, bodyFile: bodyFile)
     }
 
-    func parseRedirectClient(_ node: Node, groups: Int?) -> RedirectClient? {
+    func parseRedirectClient(_ node: YAMLNode, groups: Int?) -> RedirectClient? {
         guard let map = ctx.mapping(node, "redirect_client", allowed: Self.redirectClientKeys) else { return nil }
         guard let locationNode = map["location"] else {
             ctx.error(node, "'redirect_client' needs 'location' (a URL template)")
@@ -107,7 +106,7 @@ extension RuleParser {
         return RedirectClient(status: status, location: location)
     }
 
-    func headerPairs(_ node: Node, _ what: String) -> [HeaderField]? {
+    func headerPairs(_ node: YAMLNode, _ what: String) -> [HeaderField]? {
         guard let pairs = ctx.stringMap(node, what) else { return nil }
         var result: [HeaderField] = []
         for pair in pairs {

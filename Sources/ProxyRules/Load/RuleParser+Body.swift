@@ -1,11 +1,10 @@
 import Foundation
 import ProxyModel
-import Yams
 
 extension RuleParser {
     // MARK: edits and body transforms
 
-    func parseEdits(_ node: Node, _ what: String, keys: [String], rule: String, groups: Int?)
+    func parseEdits(_ node: YAMLNode, _ what: String, keys: [String], rule: String, groups: Int?)
         -> (HeaderEdit?, BodyTransformStep?)? {
         guard let map = ctx.mapping(node, what, allowed: keys) else { return nil }
         var edit = HeaderEdit()
@@ -28,7 +27,7 @@ extension RuleParser {
 
     /// The values of `pairs` (parsed from the mapping `node`) that `${VAR}` filled from the environment: secrets
     /// the logs must not show.
-    func environmentValues(_ node: Node, _ pairs: [HeaderField]) -> [String] {
+    func environmentValues(_ node: YAMLNode, _ pairs: [HeaderField]) -> [String] {
         guard case .mapping(let mapping) = node else { return [] }
         var values: [String] = []
         for (key, value) in mapping {
@@ -40,14 +39,14 @@ extension RuleParser {
         return values
     }
 
-    func parseBody(_ node: Node, _ what: String, rule: String) -> BodyTransformStep? {
+    func parseBody(_ node: YAMLNode, _ what: String, rule: String) -> BodyTransformStep? {
         guard let map = ctx.mapping(node, what, allowed: Self.bodyKeys) else { return nil }
         var step = BodyTransformStep(rule: rule)
         if let node = map["file"], let path = ctx.nonEmptyString(node, "\(what).file") {
             if let bytes = ctx.readReferencedFile(path, key: "file", node: node) { step.file = (bytes, path) }
         }
         if let node = map["replace"] {
-            let items: [Node]
+            let items: [YAMLNode]
             switch node {
             case .sequence(let seq): items = Array(seq)
             case .mapping: items = [node]
@@ -63,7 +62,7 @@ extension RuleParser {
         return step
     }
 
-    func parseReplacement(_ node: Node, _ what: String) -> Replacement? {
+    func parseReplacement(_ node: YAMLNode, _ what: String) -> Replacement? {
         guard let map = ctx.mapping(node, what, allowed: Self.replaceKeys) else { return nil }
         guard let withNode = map["with"] else {
             ctx.error(node, "each '\(what)' item needs 'with' (the replacement text; may be empty)")
@@ -97,7 +96,7 @@ extension RuleParser {
         }
     }
 
-    func parseJSONEdit(_ node: Node, _ what: String) -> JSONEdit? {
+    func parseJSONEdit(_ node: YAMLNode, _ what: String) -> JSONEdit? {
         guard let map = ctx.mapping(node, what, allowed: Self.jsonKeys) else { return nil }
         var edit = JSONEdit()
         if let node = map["set"], let set = ctx.mapping(node, "\(what).set", allowed: []) {
@@ -123,7 +122,7 @@ extension RuleParser {
 
     /// A YAML value as JSON: quoted scalars are strings; plain ones become numbers, booleans and null when they
     /// read as such.
-    func jsonValue(_ node: Node) -> JSONValue? {
+    func jsonValue(_ node: YAMLNode) -> JSONValue? {
         ctx.nodeBudget -= 1
         if ctx.nodeBudget < 0 {
             if ctx.nodeBudget == -1 { ctx.error(node, "value too large (alias expansion?)") }
@@ -159,9 +158,6 @@ extension RuleParser {
                 items.append(child)
             }
             return .array(items)
-        case .alias:
-            ctx.error(node, "unexpected alias")
-            return nil
         }
     }
 }

@@ -1,12 +1,11 @@
 import Foundation
 import ProxyModel
-import Yams
 
 extension RuleParser {
     // MARK: match
 
     /// The compiled match and the number of `path_regex` groups (nil without a path_regex).
-    func parseMatch(_ node: Node) -> (RuleMatch, Int?)? {
+    func parseMatch(_ node: YAMLNode) -> (RuleMatch, Int?)? {
         guard let map = ctx.mapping(node, "match", allowed: Self.matchKeys) else { return nil }
         var match = RuleMatch()
         var groups: Int?
@@ -34,7 +33,7 @@ extension RuleParser {
             }
         }
         if let node = map["port"] {
-            let items: [Node] = if case .sequence(let seq) = node { Array(seq) } else { [node] }
+            let items: [YAMLNode] = if case .sequence(let seq) = node { Array(seq) } else { [node] }
             for item in items {
                 if let port = ctx.int(item, "match.port", range: 1...65535) { match.ports.append(port) }
             }

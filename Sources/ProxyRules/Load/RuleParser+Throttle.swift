@@ -1,10 +1,9 @@
 import ProxyModel
-import Yams
 
 extension RuleParser {
     /// `throttle: {down_kbps, up_kbps, latency_ms}` (any non-empty subset; whole numbers, kbps 0 = unlimited), or
     /// the name of a preset as a short form: `throttle: slow-3g`.
-    func parseThrottle(_ node: Node) -> Throttle? {
+    func parseThrottle(_ node: YAMLNode) -> Throttle? {
         if case .scalar = node {
             guard let name = ctx.nonEmptyString(node, "throttle") else { return nil }
             if let preset = Throttle.preset(named: name) { return preset }

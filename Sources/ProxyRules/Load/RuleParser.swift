@@ -1,6 +1,5 @@
 import Foundation
 import ProxyModel
-import Yams
 
 /// Turns the YAML of one file into compiled rules, reporting every problem to the FileContext.
 /// A rule with any error is dropped (the whole load then fails, so nothing is half-applied).
@@ -24,10 +23,10 @@ struct RuleParser {
 
     struct Parsed {
         var rule: Rule
-        var nameNode: Node
+        var nameNode: YAMLNode
     }
 
-    func parseFile(_ root: Node) -> [Parsed] {
+    func parseFile(_ root: YAMLNode) -> [Parsed] {
         guard let top = ctx.mapping(root, "top level", allowed: Self.topKeys) else { return [] }
         guard let rulesNode = top["rules"] else {
             ctx.error(root, "a rule file holds a top-level 'rules:' list")
@@ -49,7 +48,7 @@ struct RuleParser {
 
     // MARK: rule
 
-    func parseRule(_ node: Node) -> Parsed? {
+    func parseRule(_ node: YAMLNode) -> Parsed? {
         let errorsBefore = ctx.errors.count
         guard let map = ctx.mapping(node, "rule", allowed: Self.ruleKeys) else { return nil }
         guard let nameNode = map["name"] else {
@@ -57,7 +56,7 @@ struct RuleParser {
             return nil
         }
         guard let name = ctx.nonEmptyString(nameNode, "name") else { return nil }
-        var rule = Rule(name: name, file: ctx.file, line: node.mark?.line ?? 1, match: RuleMatch())
+        var rule = Rule(name: name, file: ctx.file, line: node.mark.line, match: RuleMatch())
 
         var groupCount: Int?  // nil: no path_regex
         if let matchNode = map["match"] {
