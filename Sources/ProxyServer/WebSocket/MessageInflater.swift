@@ -4,14 +4,26 @@ import NIOCore
 /// Undoes `permessage-deflate` (RFC 7692) for one direction of a session, for the logs and the `websocket`
 /// transforms: each compressed message is raw DEFLATE data without its final `00 00 FF FF`, and unless
 /// `*_no_context_takeover` was agreed, the window carries over from message to message, so every compressed message
-/// of the direction goes through the same inflater, in order. Client connection's loop.
+/// of the direction goes through the same inflater, in order. A message is inflated piece by piece as its frames
+/// come, into a small reused buffer handed to the caller: nothing of it is held here, whatever its size (a session
+/// once kept every compressed message whole, up to 64 MiB per direction, for as long as it lasted). Client
+/// connection's loop.
 final class MessageInflater {
     private let decompressor: ZlibDecompressor?
     private let resetsPerMessage: Bool
-    /// Past this many bytes of output, a message is not inflated (the log shows its size only) and the stream is
-    /// given up: its window no longer matches.
+    /// Past this many bytes of output, the rest of a message is not inflated (the log shows its size only); with
+    /// context takeover the stream is given up too: its window no longer matches.
     static let maxMessageBytes = 64 * 1024 * 1024
+    /// How much output zlib writes at a time.
+    static let chunkBytes = 16 * 1024
+    /// The stream cannot be inflated any more (a corrupt or oversized message, with context takeover).
     private var broken = false
+    /// The current message cannot be inflated; its later pieces are ignored.
+    private var messageFailed = false
+    private var messageBytes = 0
+    private var chunk = ByteBuffer()
+    /// What the sender took off the end of each message.
+    private static let tail = ByteBuffer(bytes: [0x00, 0x00, 0xFF, 0xFF])
 
     /// - Parameters:
     ///   - windowBits: the agreed `*_max_window_bits` of the sender (15 when not given).
@@ -21,32 +33,68 @@ final class MessageInflater {
         resetsPerMessage = noContextTakeover
     }
 
-    /// The message's payload, inflated; nil when it cannot be (corrupt, too large, an earlier failure).
-    func inflate(_ compressed: ByteBuffer) -> ByteBuffer? {
-        guard let decompressor, !broken else { return nil }
-        var input = compressed
-        input.writeBytes([0x00, 0x00, 0xFF, 0xFF])
-        var output = ByteBufferAllocator().buffer(capacity: max(1024, compressed.readableBytes * 4))
-        while true {
-            do {
-                try decompressor.inflate(from: &input, to: &output)
-                break
-            } catch let error as CompressNIOError where error == .bufferOverflow {
-                guard output.capacity < MessageInflater.maxMessageBytes else {
-                    broken = true
-                    return nil
-                }
-                output.reserveCapacity(minimumWritableBytes: output.capacity)
-            } catch let error as CompressNIOError where error == .inputBufferOverflow {
-                break  // all input consumed: the message (a sync-flushed block) is complete
-            } catch {
-                broken = true
-                return nil
-            }
-            if input.readableBytes == 0 { break }
+    /// Inflates the next piece of the current message (a frame's payload), handing the output to `output` in pieces
+    /// of at most `chunkBytes` (valid during the call only); `last` ends the message (its `00 00 FF FF` goes after
+    /// it). False once the message cannot be inflated: corrupt, over `maxMessageBytes`, or the stream broke earlier.
+    @discardableResult
+    func inflate(_ piece: ByteBuffer, last: Bool, into output: (ByteBuffer) -> Void) -> Bool {
+        defer { if last { endMessage() } }
+        guard decompressor != nil, !broken, !messageFailed else { return false }
+        guard run(piece, output), !last || run(MessageInflater.tail, output, isTail: true) else {
+            messageFailed = true
+            if !resetsPerMessage { broken = true }
+            return false
         }
-        if resetsPerMessage { try? decompressor.reset() }
-        return output
+        return true
+    }
+
+    /// A whole message inflated at once; nil when it cannot be.
+    func inflate(_ message: ByteBuffer) -> ByteBuffer? {
+        var whole = ByteBuffer()
+        return inflate(message, last: true) { whole.writeImmutableBuffer($0) } ? whole : nil
+    }
+
+    /// Inflates `piece`; `isTail`: it is the `00 00 FF FF` the sender took off, which completes the empty stored block
+    /// a sync flush ends with, or, after a block with BFINAL set, is not part of the stream.
+    private func run(_ piece: ByteBuffer, _ output: (ByteBuffer) -> Void, isTail: Bool = false) -> Bool {
+        guard let decompressor else { return false }
+        var input = piece
+        var restarted = false
+        while input.readableBytes > 0 {
+            chunk.clear()
+            chunk.reserveCapacity(MessageInflater.chunkBytes)
+            let before = input.readableBytes
+            var outputFull = false
+            do {
+                try decompressor.inflate(from: &input, to: &chunk)
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                outputFull = true
+            } catch let error as CompressNIOError where error == .inputBufferOverflow {
+                // all input taken, no more output from it: the next piece goes on
+            } catch {
+                return false
+            }
+            if chunk.readableBytes > 0 {
+                messageBytes += chunk.readableBytes
+                guard messageBytes <= MessageInflater.maxMessageBytes else { return false }
+                output(chunk)
+            }
+            if outputFull || input.readableBytes == 0 { continue }
+            // zlib returned with input left and room to spare: a block with BFINAL set ended the sender's DEFLATE
+            // stream (RFC 7692 §7.2.3.4 allows it), and what follows starts a new one, with an empty window. The tail
+            // after such a block is not inflated. (hookproxy once answered every later message of the stream with
+            // nothing: logged empty, and, edited, sent empty.)
+            guard !restarted || input.readableBytes < before, (try? decompressor.reset()) != nil else { return false }
+            if isTail { return true }
+            restarted = true
+        }
+        return true
+    }
+
+    private func endMessage() {
+        if resetsPerMessage, !broken { try? decompressor?.reset() }
+        messageFailed = false
+        messageBytes = 0
     }
 }
 

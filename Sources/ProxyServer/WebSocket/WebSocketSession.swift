@@ -55,12 +55,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         toServer = MessageFlow(direction: .send, transform: handshake.plan.webSocketToServer,
                                inflater: deflate.map { MessageInflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) },
-                               deflater: deflate.flatMap { MessageDeflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) },
-                               keepLimit: captureLimit)
+                               deflater: deflate.flatMap { MessageDeflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) })
         toClient = MessageFlow(direction: .receive, transform: handshake.plan.webSocketToClient,
                                inflater: deflate.map { MessageInflater(windowBits: $0.serverWindowBits, noContextTakeover: $0.serverNoContextTakeover) },
-                               deflater: deflate.flatMap { MessageDeflater(windowBits: $0.serverWindowBits, noContextTakeover: $0.serverNoContextTakeover) },
-                               keepLimit: captureLimit)
+                               deflater: deflate.flatMap { MessageDeflater(windowBits: $0.serverWindowBits, noContextTakeover: $0.serverNoContextTakeover) })
     }
 
     // MARK: - setting up (after the 101 went out)
@@ -118,7 +116,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         // A frame NIO cannot parse (too large, bad opcode): the session cannot go on.
         handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): client frame error: \(error)")
-        end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the client: \(error)", by: .client))
+        end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the client: \(FrameErrorText.describe(error, maxFrameSize: WebSocketSession.maxFrameSize))", by: .client))
     }
 
     /// hookproxy is shutting down (`ProxyServer.shutdown` tells every connection): both ends get the close frame a
@@ -162,7 +160,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         if let frameError, !ended {
             handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): server frame error: \(frameError)")
-            end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(frameError)", by: .server))
+            end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(FrameErrorText.describe(frameError, maxFrameSize: WebSocketSession.maxFrameSize))", by: .server))
         }
         guard !ended else { return }
         context.flush()
@@ -231,14 +229,27 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         case .ping, .pong:
             return .forward([WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)])
         default:
-            let result = flow.take(plain)
+            let result = flow.take(plain, room: logRoom)
             if let message = result.message { logMessage(message) }
-            if let failure = result.failure {
+            let by: WebSocketLog.Close.Side = towardServer ? .client : .server
+            switch result.failure {
+            case .badFrame(let what)?:
+                handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): bad frame from the \(by): \(what)")
+                return .end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the \(by): \(what)", by: by))
+            case .cannotEdit(let reason)?:
                 // The receiver's window is hookproxy's now: a message it cannot compress again ends the session.
-                return .end(WebSocketLog.Close(code: 1009, reason: failure, by: towardServer ? .client : .server))
+                return .end(WebSocketLog.Close(code: 1009, reason: reason, by: by))
+            case nil:
+                break
             }
             return .forward(result.forward.map { WebSocketSession.forwardable($0, towardServer: towardServer, key: key) })
         }
+    }
+
+    /// How many bytes of a message starting now the log may keep: what the capture limit leaves of the session's,
+    /// none once its list is full.
+    private var logRoom: Int {
+        log.messages.count < WebSocketSession.maxListedMessages ? max(0, captureLimit - capturedBytes) : 0
     }
 
     private func logMessage(_ message: MessageFlow.Complete) {

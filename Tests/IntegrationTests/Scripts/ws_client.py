@@ -6,7 +6,7 @@ It reaches TARGET_URL (ws:// or wss://) through PROXY_URL with CONNECT, as `webs
 `absolute` scenario instead sends the handshake as an absolute-form GET http://… to the proxy, by hand). It prints
 one JSON object with what it saw, and exits 0 unless the client itself failed.
 """
-import asyncio, base64, json, os, socket, ssl, struct, sys
+import asyncio, base64, json, os, socket, ssl, struct, sys, zlib
 
 import websockets
 from websockets.exceptions import ConnectionClosed
@@ -151,6 +151,32 @@ async def main():
                 except asyncio.TimeoutError:
                     out["timed_out"] = True
             await asyncio.sleep(0.5)
+            out["server_received"] = received
+            server.close()
+        elif scenario == "deflate-bfinal":
+            # The client compresses each message as a whole DEFLATE stream, its last block with BFINAL set (RFC 7692
+            # §7.2.3.4 allows it; the next message starts a new stream), written raw; the server (websockets, context
+            # takeover) echoes what hookproxy, editing this direction, compressed again.
+            received = []
+
+            async def echo_handler(ws):
+                async for message in ws:
+                    received.append(message)
+                    await ws.send(message)
+            server = await deflate_server(echo_handler)
+
+            def masked(first, payload):
+                key = os.urandom(4)
+                n = len(payload)
+                length = bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack(">H", n)
+                return bytes([first]) + length + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+            async with connect(compression="deflate") as ws:
+                out["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
+                for text in ["one " * 20, "two " * 20 + "one", "three " * 20]:
+                    stream = zlib.compressobj(wbits=-15)
+                    ws.transport.write(masked(0xC1, stream.compress(text.encode()) + stream.flush(zlib.Z_FINISH)))
+                    out.setdefault("replies", []).append(await asyncio.wait_for(ws.recv(), 20))
+                await ws.close(1000)
             out["server_received"] = received
             server.close()
         elif scenario == "long":
