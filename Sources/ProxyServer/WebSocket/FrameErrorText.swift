@@ -1,5 +1,6 @@
 import NIOWebSocket
 
+/// The close reasons of frames NIO's decoder refuses. Pure.
 enum FrameErrorText {
     /// What a frame NIO's decoder refused was, in words a user can act on (NIO's own read `invalidFrameLength`).
     static func describe(_ error: any Error, maxFrameSize: Int) -> String {

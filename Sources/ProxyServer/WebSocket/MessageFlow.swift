@@ -51,6 +51,8 @@ struct MessageFlow {
     static let maxEditedMessage = BodyTransformLimits.maxInputBytes
     /// A held message in more frames than this is let through unedited (empty fragments cost nothing in bytes).
     static let maxHeldFrames = 16_384
+    /// What a session keeps of its log buffer between messages; a larger one is let go.
+    static let reusedKeepCapacity = 64 * 1024
 
     /// A message started and its last frame has not come.
     private var inMessage = false
@@ -160,9 +162,7 @@ struct MessageFlow {
             return Taken(forward: [WebSocketFrame(fin: true, rsv1: true, opcode: opcode, data: deflated)],
                          message: complete(data: message))
         }
-        let message = complete(data: kept)
-        kept = ByteBuffer()
-        return Taken(forward: forward, message: message)
+        return Taken(forward: forward, message: complete(data: kept))
     }
 
     private mutating func start(_ frame: WebSocketFrame, room: Int) {
@@ -176,7 +176,8 @@ struct MessageFlow {
         inflateFailed = compressed && inflater == nil
         truncated = inflateFailed
         self.room = room
-        kept = ByteBuffer()
+        // The last message's buffer is used again (the log has copied what it keeps), unless a large one grew it.
+        if kept.capacity > MessageFlow.reusedKeepCapacity { kept = ByteBuffer() } else { kept.clear() }
         recompressing = compressed && deflater != nil
         holding = transform != nil && frame.opcode == .text && !compressed
         heldBytes = 0
