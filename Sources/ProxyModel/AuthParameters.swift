@@ -1,5 +1,3 @@
-import Foundation
-
 /// The parameters of an HTTP authentication challenge or answer (RFC 9110 §11.2): `name=value` and
 /// `name="quoted, \"value\""` pairs, spaces allowed around `=`, names lower-cased. Shared by the WebSocket
 /// handshake's challenge answers and the test servers that check them.
@@ -11,7 +9,7 @@ public enum AuthParameters {
         while index < text.endIndex {
             while index < text.endIndex, text[index] == " " || text[index] == "," { index = text.index(after: index) }
             guard let equals = text[index...].firstIndex(of: "=") else { break }
-            let name = text[index..<equals].trimmingCharacters(in: .whitespaces).lowercased()
+            let name = text[index..<equals].trimmingWhitespace().lowercased()
             index = text.index(after: equals)
             while index < text.endIndex, text[index] == " " { index = text.index(after: index) }
             var value = ""
@@ -28,7 +26,7 @@ public enum AuthParameters {
                 if index < text.endIndex { index = text.index(after: index) }
             } else {
                 let end = text[index...].firstIndex(of: ",") ?? text.endIndex
-                value = text[index..<end].trimmingCharacters(in: .whitespaces)
+                value = text[index..<end].trimmingWhitespace()
                 index = end
             }
             result[name] = value

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A captured body: the first bytes up to the capture limit, and whether more was seen.
 public struct CapturedBody: Sendable, Hashable {

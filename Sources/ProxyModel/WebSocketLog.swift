@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What the log knows about an upgraded connection (a WebSocket session, or another protocol the server accepted
 /// with 101): its messages up to the capture limit, complete counts and sizes, and how it closed. Built on the
