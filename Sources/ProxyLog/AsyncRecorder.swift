@@ -1,5 +1,9 @@
-import Foundation
 import ProxyModel
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The synchronous end of a log writer: formats and writes records. Called only on its `AsyncRecorder`'s thread.
 protocol LogSink: AnyObject {
@@ -28,7 +32,7 @@ protocol LogSink: AnyObject {
 /// wakes it at once.
 final class AsyncRecorder: @unchecked Sendable {
     let name: String
-    private let condition = NSCondition()
+    private let condition = Condition()
     // guarded by `condition`:
     private var pending: [(flow: FlowRecord, weight: Int)] = []
     /// The thread waits for records: `.asleep` is woken by the next one, `.napping` by a `wakeBatch`-th.
@@ -42,7 +46,7 @@ final class AsyncRecorder: @unchecked Sendable {
     private var queuedBytes = 0
 
     private enum Waiting { case no, napping, asleep }
-    static let napInterval: TimeInterval = 0.005
+    static let napInterval = 0.005  // s
     static let wakeBatch = 64
 
     private let capacity: Int
@@ -51,7 +55,7 @@ final class AsyncRecorder: @unchecked Sendable {
     private let warn: @Sendable (String) -> Void
 
     init(name: String, sink: LogSink, redactor: Redactor, capacity: Int = 10_000, byteCapacity: Int = 64 << 20,
-         warnEvery: Int = 1_000, syncInterval: TimeInterval = 0.2,
+         warnEvery: Int = 1_000, syncInterval: Double = 0.2,
          warn: @escaping @Sendable (String) -> Void = AsyncRecorder.stderr) {
         self.name = name
         self.capacity = max(1, capacity)
@@ -59,9 +63,8 @@ final class AsyncRecorder: @unchecked Sendable {
         self.warnEvery = max(1, warnEvery)
         self.warn = warn
         let box = SinkBox(sink)
-        let thread = Thread { [self] in self.run(box.sink, redactor: redactor, syncInterval: syncInterval) }
-        thread.name = "hookproxy-log-\(name)"
-        thread.start()
+        let started = DetachedThread.start { [self] in self.run(box.sink, redactor: redactor, syncInterval: syncInterval) }
+        precondition(started, "hookproxy: cannot start the log writer thread (\(name))")
     }
 
     /// Queues a record; returns at once. Thread-safe.
@@ -114,21 +117,21 @@ final class AsyncRecorder: @unchecked Sendable {
         }
     }
 
-    private func run(_ sink: LogSink, redactor: Redactor, syncInterval: TimeInterval) {
-        var lastSync = Date()
+    private func run(_ sink: LogSink, redactor: Redactor, syncInterval: Double) {
+        var lastSync = Condition.now()
         var unsynced = false
         while true {
             condition.lock()
             if pending.isEmpty && !closing {
                 // A nap first: what arrives meanwhile is written as one batch.
                 waiting = .napping
-                _ = condition.wait(until: Date().addingTimeInterval(AsyncRecorder.napInterval))
+                _ = condition.wait(until: Condition.now() + AsyncRecorder.napInterval)
             }
             while pending.isEmpty && !closing {
                 waiting = .asleep
                 if unsynced {
                     // sync once the interval has passed, even if nothing else arrives
-                    let deadline = lastSync.addingTimeInterval(syncInterval)
+                    let deadline = lastSync + syncInterval
                     if !condition.wait(until: deadline) { break }
                 } else {
                     condition.wait()
@@ -143,9 +146,9 @@ final class AsyncRecorder: @unchecked Sendable {
             for (flow, _) in batch { sink.write(redactor.redact(flow)) }
             if !batch.isEmpty { sink.endBatch() }
             if !batch.isEmpty { unsynced = true }
-            if unsynced, Date().timeIntervalSince(lastSync) >= syncInterval || done {
+            if unsynced, Condition.now() - lastSync >= syncInterval || done {
                 sink.sync()
-                lastSync = Date()
+                lastSync = Condition.now()
                 unsynced = false
             }
 
@@ -170,7 +173,7 @@ final class AsyncRecorder: @unchecked Sendable {
     }
 
     static let stderr: @Sendable (String) -> Void = { message in
-        FileHandle.standardError.write(Data((message + "\n").utf8))
+        StandardStream.write(message + "\n", to: STDERR_FILENO)
     }
 }
 

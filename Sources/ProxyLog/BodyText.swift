@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// How a captured body is written to a log: as text when it is valid UTF-8 and textual, else as base64.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 #if canImport(Glibc)
 import Glibc
@@ -98,7 +98,7 @@ public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
         if bytes < 1024 { return "\(bytes) B" }
         var value = Double(bytes) / 1024
         for unit in ["KiB", "MiB", "GiB"] {
-            if value < 1024 || unit == "GiB" { return String(format: "%.1f %@", value, unit) }
+            if value < 1024 || unit == "GiB" { return FixedPoint.text(value, decimals: 1) + " " + unit }
             value /= 1024
         }
         return "\(bytes) B"
@@ -106,7 +106,7 @@ public final class ConsoleLog: FlowRecorder, @unchecked Sendable {
 
     /// `35 ms` below a second, else `1.24 s`.
     public static func humanDuration(_ ms: Double) -> String {
-        ms < 1000 ? String(format: "%.0f ms", ms) : String(format: "%.2f s", ms / 1000)
+        ms < 1000 ? FixedPoint.text(ms, decimals: 0) + " ms" : FixedPoint.text(ms / 1000, decimals: 2) + " s"
     }
 
     static func colored(_ text: String, status: Int?) -> String {

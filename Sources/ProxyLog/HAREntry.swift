@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// One HAR 1.2 entry (http://www.softwareishard.com/blog/har-12-spec/), built from an already redacted record.

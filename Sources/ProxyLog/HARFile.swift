@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// A HAR 1.2 file that is complete, valid JSON after every entry. Runs on its writer's thread only.
@@ -88,13 +88,17 @@ final class HARFile: BatchingFileSink {
             var line = bytes[start..<end]
             if line.first == UInt8(ascii: ",") { line = line.dropFirst() }
             // (an entry has startedDateTime: a write torn after `,{` leaves `,{}` from the old trailer's `}}`)
-            guard line.first == UInt8(ascii: "{"),
-                  let entry = (try? JSONSerialization.jsonObject(with: Data(line))) as? [String: Any],
-                  entry["startedDateTime"] != nil else { break }
+            guard line.first == UInt8(ascii: "{"), isEntry(line) else { break }
             lastGood = end + 1
             start = end + 1
         }
         return lastGood
+    }
+
+    /// Whether `line` is JSON (as JSONSerialization read it) whose object has a `startedDateTime` member.
+    static func isEntry(_ line: ArraySlice<UInt8>) -> Bool {
+        let check = JSONCheck(line)
+        return check.problem == nil && check.topLevelKeys.contains("startedDateTime")
     }
 
     func write(_ flow: FlowRecord) {

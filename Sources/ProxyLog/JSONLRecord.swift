@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// One line of `--jsonl`: exactly these keys, every one present (null when unknown), in this order.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ProxyModel
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -135,7 +136,7 @@ final class LogFile {
     static func openError(_ path: String, errno code: Int32) -> LogFileError {
         switch code {
         case ENOENT, ENOTDIR:
-            let parent = (path as NSString).deletingLastPathComponent
+            let parent = PathText.deletingLastComponent(path)
             let directory = parent.isEmpty ? "." : parent
             // A directory that exists but takes no new files (/proc, /sys) answers ENOENT too: say what the
             // system said rather than blame a missing directory.
@@ -158,7 +159,7 @@ final class LogFile {
         // glibc's encoding of dev_t (gnu_dev_major / gnu_dev_minor are macros Swift does not import)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
         let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
-        let key = String(format: "%02llx:%02llx:%llu", major, minor, UInt64(info.st_ino))
+        let key = hex(major) + ":" + hex(minor) + ":" + String(UInt64(info.st_ino))  // "%02llx:%02llx:%llu"
         for line in locks.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             // "1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF"
@@ -167,5 +168,11 @@ final class LogFile {
             return pid
         }
         return nil
+    }
+
+    /// `%02llx`: lower-case hex, at least two digits.
+    private static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return digits.count < 2 ? "0" + digits : digits
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// Decides what of an exchange may be written to a log: header values that carry secrets, query parameters the user
@@ -67,7 +67,7 @@ public struct Redactor: Sendable, Hashable {
                 return HeaderField(name: field.name, value: Redactor.mask)
             }
             // (Foundation's trim, as before: it also drops non-breaking spaces around a value. Only with secrets.)
-            if !secrets.isEmpty, secrets.contains(field.value.trimmingCharacters(in: .whitespaces)) {
+            if !secrets.isEmpty, secrets.contains(field.value.trimmingWhitespace()) {
                 return HeaderField(name: field.name, value: Redactor.mask)
             }
             if Redactor.urlHeaderSet.contains(field.name) {
@@ -137,10 +137,39 @@ public struct Redactor: Sendable, Hashable {
         guard !redactedQueryNames.isEmpty else { return query }
         let parts = query.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
             let name = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
-            let decoded = (String(name).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(name))
+            let decoded = Redactor.removingPercentEncoding(String(name).replacing("+", with: " ")) ?? String(name)
             return isRedactedQueryName(decoded) ? "\(name)=\(Redactor.mask)" : String(pair)
         }
         return parts.joined(separator: "&")
+    }
+
+    /// Foundation's `removingPercentEncoding`: every `%XX` decoded; nil when a `%` is not followed by two hex digits
+    /// or the bytes decoded are not UTF-8.
+    static func removingPercentEncoding(_ text: String) -> String? {
+        guard Redactor.containsByte(UInt8(ascii: "%"), in: text) else { return text }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        var rest = text.utf8[...]
+        while let byte = rest.popFirst() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = rest.popFirst().flatMap(hexValue), let low = rest.popFirst().flatMap(hexValue) else {
+                return nil
+            }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     public func isRedactedQueryName(_ name: String) -> Bool {

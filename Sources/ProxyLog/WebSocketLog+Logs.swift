@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// How a WebSocket session appears in the files: the JSONL `websocket` object and HAR's `_webSocketMessages`
