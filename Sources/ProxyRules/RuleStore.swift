@@ -1,5 +1,5 @@
 import Synchronization
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// Holds the current RuleSet and swaps it on reload. Thread-safe: `current` may be read from any thread
@@ -23,8 +23,8 @@ public final class RuleStore: Sendable {
         self.paths = paths
         self.environment = environment
         directories = Set(paths.filter { path in
-            var isDirectory: ObjCBool = false
-            return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
+            var isDirectory = false
+            return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory
         })
         let before = Fingerprint.of(paths)
         let set = try RuleLoader.load(paths: paths, environment: environment)

@@ -1,5 +1,6 @@
 import CompressNIO
-import Foundation
+import FoundationEssentials
+import ProxyModel
 import NIOCore
 
 /// Decoding of `Content-Encoding: gzip / deflate` bodies for transforms (CompressNIO over zlib).
@@ -13,7 +14,7 @@ enum ContentCoding {
     }
 
     static func codings(_ header: String) -> [String] {
-        header.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+        header.split(separator: ",").map { $0.trimmingWhitespace().lowercased() }.filter { !$0.isEmpty }
     }
 
     /// Undoes every coding listed, last applied first.

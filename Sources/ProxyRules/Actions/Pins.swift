@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+import FoundationEssentials
 import X509
 
 /// Pins (`sha256//BASE64`) and certificates (PEM/DER) for `trust`, decoded once at load.
@@ -29,8 +29,8 @@ enum Pins {
         var ders: [[UInt8]] = []
         if let text = String(validating: bytes, as: UTF8.self), text.contains("-----BEGIN") {
             var rest = Substring(text)
-            while let begin = rest.range(of: "-----BEGIN CERTIFICATE-----") {
-                guard let end = rest.range(of: "-----END CERTIFICATE-----", range: begin.upperBound..<rest.endIndex) else {
+            while let begin = rest.firstRange(of: "-----BEGIN CERTIFICATE-----") {
+                guard let end = rest[begin.upperBound...].firstRange(of: "-----END CERTIFICATE-----") else {
                     return .failure(Failure(reason: "a PEM certificate block has no END line"))
                 }
                 let base64 = rest[begin.upperBound..<end.lowerBound].filter { !$0.isWhitespace }

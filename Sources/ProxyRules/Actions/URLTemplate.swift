@@ -112,7 +112,7 @@ struct MapRemote: Sendable {
     }
 
     static func hasNoPath(_ url: String) -> Bool {
-        guard let schemeEnd = url.range(of: "://") else { return false }
+        guard let schemeEnd = url.firstRange(of: "://") else { return false }
         let rest = url[schemeEnd.upperBound...]
         return !rest.contains("/") && !rest.contains("?")
     }

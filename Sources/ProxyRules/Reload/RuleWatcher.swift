@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ProxyModel
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,9 +23,8 @@ final class RuleWatcher: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in self.run() }
-        thread.name = "hookproxy-rules-watcher"
-        thread.start()
+        let started = DetachedThread.start { [self] in self.run() }
+        precondition(started, "hookproxy: cannot start the rules watcher thread")
     }
 
     func stop() { stopped.value = true }
@@ -65,11 +65,11 @@ struct Fingerprint: Equatable {
         var print = Fingerprint()
         for path in paths {
             print.entries[path] = statKey(path)
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue,
+            var isDirectory = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory,
                let names = try? FileManager.default.contentsOfDirectory(atPath: path) {
                 for name in names where !name.hasPrefix(".") {
-                    let child = (path as NSString).appendingPathComponent(name)
+                    let child = PathText.appending(name, to: path)
                     print.entries[child] = statKey(child)
                 }
             }
@@ -110,9 +110,9 @@ final class INotify {
     func watch(directoriesFor paths: [String]) {
         var wanted = Set<String>()
         for path in paths {
-            var isDirectory: ObjCBool = false
+            var isDirectory = false
             let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
-            let directory = exists && isDirectory.boolValue ? path : (path as NSString).deletingLastPathComponent
+            let directory = exists && isDirectory ? path : PathText.deletingLastComponent(path)
             wanted.insert(directory.isEmpty ? "." : directory)
         }
         for (path, wd) in watched where !wanted.contains(path) {
