@@ -1,5 +1,5 @@
 internal import CCurl
-import Foundation
+import Glibc
 
 /// A typed wrapper of one curl easy handle. Owned by one event loop's `LoopEngine`; never touched elsewhere.
 /// Reused across transfers (`reset`), so connection and DNS caches of the multi handle carry over.

@@ -1,5 +1,5 @@
 internal import CCurl
-import Foundation
+import Glibc
 import ProxyModel
 
 // How one transfer is set up on its easy handle, the C callbacks that feed it, and how its end is read back.

@@ -1,5 +1,5 @@
 internal import CCurl
-import Foundation
+import Glibc
 import ProxyModel
 
 /// The curl side of one request carried upstream by libcurl: its easy handle, pause state and header parsing.

@@ -1,5 +1,5 @@
 internal import CCurl
-import Foundation
+import Glibc
 import ProxyModel
 
 /// Opens a TCP tunnel to `host:port` through the upstream proxy with libcurl (CONNECT, answering the proxy's 407

@@ -43,7 +43,7 @@ extension UpstreamSettings {
         guard let url = upstreamProxy, !url.isEmpty else { return nil }
         var rest = Substring(url)
         var defaultPort = 1080
-        if let schemeEnd = rest.range(of: "://") {
+        if let schemeEnd = rest.firstRange(of: "://") {
             if rest[..<schemeEnd.lowerBound].lowercased() == "https" { defaultPort = 443 }
             rest = rest[schemeEnd.upperBound...]
         }
@@ -55,7 +55,7 @@ extension UpstreamSettings {
 
     /// Whether the `--upstream-proxy` URL carries credentials (userinfo).
     var upstreamProxyHasCredentials: Bool {
-        guard let url = upstreamProxy, let schemeEnd = url.range(of: "://") else { return false }
+        guard let url = upstreamProxy, let schemeEnd = url.firstRange(of: "://") else { return false }
         let authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         return authority.contains("@")
     }

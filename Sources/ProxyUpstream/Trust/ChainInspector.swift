@@ -1,6 +1,6 @@
 internal import CCurl
 internal import COpenSSL
-import Foundation
+import Glibc
 import ProxyModel
 
 /// What `hookproxy pin` shows: the chain a server presents, and whether it verifies.
@@ -90,7 +90,7 @@ public enum ChainInspector {
             let policy = TrustPolicy(rule: "pin", caFile: caFile)
             let evaluator = TrustEvaluator(policy: policy, host: host)
             if case .rejected(let reason) = evaluator.evaluate(presented: presented) {
-                failure = reason.replacingOccurrences(of: "step 1: ", with: "")
+                failure = reason.replacing("step 1: ", with: "")
             }
             // A presented certificate counts when its key is on the chain: by key, as step 4 matches pins.
             let (chain, verified) = evaluator.publicKeyChain(presented)

@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+import Glibc
 import ProxyModel
 
 /// The outcome of judging one presented chain under a `trust` policy, with the reason the log shows.

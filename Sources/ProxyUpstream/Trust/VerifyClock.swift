@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// The instant upstream certificate dates are checked at: a rule's `trust.verify_time`, else `--verify-time`,

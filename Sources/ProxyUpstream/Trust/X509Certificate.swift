@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// One certificate held through OpenSSL (reference counted), with the facts hookproxy prints and pins by.
@@ -59,7 +59,7 @@ public final class X509Certificate: @unchecked Sendable {
 
     /// SHA-256 of the DER, as colon-separated upper-case hex.
     public var fingerprint: String {
-        der.withUnsafeBytes { sha256($0) }.map { String(format: "%02X", $0) }.joined(separator: ":")
+        HexText.colonSeparated(der.withUnsafeBytes { sha256($0) })
     }
 
     public var subject: String { X509Certificate.describe(X509_get_subject_name(pointer)) }
