@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// A `FlowRecord` as the flow store keeps it: packed bytes (`PackedWriter`) in a `FlowSegment`, instead of the

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyLog
 import ProxyModel
 
@@ -20,7 +20,7 @@ public struct ViewerAPI: Sendable {
         self.version = version
         let escaped = version.filter { $0.isLetter || $0.isNumber || ".-+_ ".contains($0) }
         page = Array(String(decoding: PackageResources.index_html, as: UTF8.self)
-            .replacingOccurrences(of: "{{VERSION}}", with: escaped).utf8)
+            .replacing("{{VERSION}}", with: escaped).utf8)
     }
 
     /// The answer to `method path?query`.
