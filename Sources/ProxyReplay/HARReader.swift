@@ -1,5 +1,10 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Reads a HAR file into the requests a replay sends, in file order.
 ///
@@ -29,17 +34,23 @@ public enum HARReader {
         guard descriptor >= 0 else {
             throw ReplayInputError(path: path, problem: "cannot read it: \(String(cString: strerror(errno)))")
         }
-        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        defer { close(descriptor) }
         var status = stat()
         if fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
             throw ReplayInputError(path: path, problem: "it is a directory, not a HAR file")
         }
-        let data: Data
-        do {
-            data = try handle.readToEnd() ?? Data()
-        } catch {
-            throw ReplayInputError(path: path, problem: "cannot read it: \(error.localizedDescription)")
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count == 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ReplayInputError(path: path, problem: "cannot read it: \(String(cString: strerror(errno)))")
+            }
+            bytes.append(contentsOf: chunk[..<count])
         }
+        let data = Data(bytes)
         if data.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) {
             throw ReplayInputError(path: path, problem: "it is empty, not a HAR file")
         }
@@ -49,15 +60,10 @@ public enum HARReader {
     /// Where the JSON breaks, as `line L, column C: <parser's words>` (JSONDecoder does not say; the parser
     /// reports a character offset, turned here into a line and column, both 1-based).
     static func syntaxError(in data: Data) -> String {
-        let detail: String
-        do {
-            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-            return "the JSON parser gave no reason"
-        } catch {
-            detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
-        }
-        guard let range = detail.range(of: #"character [0-9]+"#, options: .regularExpression),
-              let offset = Int(detail[range].dropFirst("character ".count)) else {
+        guard let detail = JSONCheck(data).problem else { return "the JSON parser gave no reason" }
+        // (the first `character N`, N its offset in bytes)
+        guard let offset = detail.ranges(of: "character ").lazy
+            .compactMap({ Int(detail[$0.upperBound...].prefix { $0.isASCII && $0.isNumber }) }).first else {
             let lines = data.count(where: { $0 == UInt8(ascii: "\n") }) + (data.last == UInt8(ascii: "\n") ? 0 : 1)
             return "\(detail) (at the end, line \(lines): was the file cut off?)"
         }
@@ -65,7 +71,14 @@ public enum HARReader {
         for byte in data.prefix(offset) {
             if byte == UInt8(ascii: "\n") { line += 1; column = 1 } else if byte & 0xC0 != 0x80 { column += 1 }
         }
-        let words = detail.replacingOccurrences(of: #" around character [0-9]+\.?"#, with: "", options: .regularExpression)
+        var words = detail
+        // without ` around character N.`
+        for around in detail.ranges(of: " around character ").reversed() {
+            var end = words[around.upperBound...].firstIndex { !($0.isASCII && $0.isNumber) } ?? words.endIndex
+            guard end > around.upperBound else { continue }
+            if end < words.endIndex, words[end] == "." { end = words.index(after: end) }
+            words.removeSubrange(around.lowerBound..<end)
+        }
         return "line \(line), column \(column): \(words)"
     }
 
@@ -156,7 +169,7 @@ public enum HARReader {
             throw EntryProblem(message: "request.method '\(request.method.prefix(40))' is not an HTTP method")
         }
         var replay = ReplayEntry(number: number, method: request.method, url: request.url, recorded: recorded)
-        let scheme = request.url.range(of: "://").map { request.url[..<$0.lowerBound].lowercased() }
+        let scheme = request.url.firstRange(of: "://").map { request.url[..<$0.lowerBound].lowercased() }
         guard scheme == "http" || scheme == "https" else {
             replay.disposition = .skipped("not an http(s) URL")
             return replay
