@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import NIOCore
 import ProxyLog
@@ -82,7 +83,13 @@ public struct ProxyConfiguration: Sendable {
     public var viewer: ViewerSettings?
 
     public static var defaultCADirectory: String {
-        ((ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) as NSString).appendingPathComponent(".hookproxy")
+        PathText.appending(".hookproxy", to: ProcessInfo.processInfo.environment["HOME"] ?? accountHome)
+    }
+
+    /// The user's home directory from the password database (NSHomeDirectory's answer without HOME); "/" without one.
+    static var accountHome: String {
+        guard let entry = getpwuid(geteuid()), let directory = entry.pointee.pw_dir else { return "/" }
+        return String(cString: directory)
     }
     public var logger: Logger
 

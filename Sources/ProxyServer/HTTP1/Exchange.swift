@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import NIOCore
 import NIOHTTP1
 import ProxyModel
@@ -616,7 +617,7 @@ final class Exchange {
             }
         }
         if let proxyURL = proxy.configuration.upstream.upstreamProxy, let at = proxyURL.lastIndex(of: "@"),
-           let schemeEnd = proxyURL.range(of: "://"), schemeEnd.upperBound < at {
+           let schemeEnd = proxyURL.firstRange(of: "://"), schemeEnd.upperBound < at {
             let userinfo = String(proxyURL[schemeEnd.upperBound..<at])
             if let colon = userinfo.firstIndex(of: ":") { secrets.append(String(userinfo[userinfo.index(after: colon)...])) }
         }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import NIOSSL
 
 /// `--reverse-cert FILE`: the certificate and key every TLS reverse listener presents instead of a leaf minted by
@@ -15,8 +16,7 @@ enum ReverseCertificate {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            let reason = (error as NSError).localizedFailureReason ?? (error as NSError).localizedDescription
-            throw ReverseCertificateError(path, "cannot read it: \(reason)")
+            throw ReverseCertificateError(path, "cannot read it: \(FileReadFailure.reason(error, path: path) ?? "it is a directory")")
         }
         guard text.contains("-----BEGIN CERTIFICATE-----") else {
             throw ReverseCertificateError(path, "it holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
@@ -54,9 +54,8 @@ enum ReverseCertificate {
 
     /// The first `-----BEGIN …PRIVATE KEY-----` block through its END line.
     private static func privateKeyBlock(in text: String) -> String? {
-        guard let begin = text.range(of: #"-----BEGIN ([A-Z]+ )?PRIVATE KEY-----"#, options: .regularExpression),
-              let end = text.range(of: #"-----END ([A-Z]+ )?PRIVATE KEY-----"#, options: .regularExpression,
-                                   range: begin.upperBound..<text.endIndex)
+        guard let begin = text.firstRange(of: #/-----BEGIN ([A-Z]+ )?PRIVATE KEY-----/#),
+              let end = text[begin.upperBound...].firstRange(of: #/-----END ([A-Z]+ )?PRIVATE KEY-----/#)
         else { return nil }
         return String(text[begin.lowerBound..<end.upperBound]) + "\n"
     }

@@ -1,5 +1,7 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import ProxyModel
+import Glibc
 import NIOSSL
 import X509
 
@@ -17,13 +19,13 @@ public final class CertificateAuthority: Sendable {
     /// One key for every leaf this process mints: signing is then the only per-host cost.
     private let leafKey = P256.Signing.PrivateKey()
 
-    public var certificatePath: String { (directory as NSString).appendingPathComponent(Self.certificateFile) }
-    public var keyPath: String { (directory as NSString).appendingPathComponent(Self.keyFile) }
+    public var certificatePath: String { PathText.appending(Self.certificateFile, to: directory) }
+    public var keyPath: String { PathText.appending(Self.keyFile, to: directory) }
 
     /// SHA-256 of the certificate's DER as colon-separated upper-case hex.
     public var fingerprint: String {
         let der = (try? certificate.serializeAsPEM().derBytes) ?? []
-        return SHA256.hash(data: der).map { String(format: "%02X", $0) }.joined(separator: ":")
+        return HexText.colonSeparated(SHA256.hash(data: der))
     }
 
     /// Loads the CA from `directory`, creating it (and the directory) when neither file exists.
@@ -31,8 +33,8 @@ public final class CertificateAuthority: Sendable {
     public static func loadOrCreate(directory: String) throws(CAError) -> CertificateAuthority {
         try checkDirectory(directory)
         let fileManager = FileManager.default
-        let certificatePath = (directory as NSString).appendingPathComponent(certificateFile)
-        let keyPath = (directory as NSString).appendingPathComponent(keyFile)
+        let certificatePath = PathText.appending(certificateFile, to: directory)
+        let keyPath = PathText.appending(keyFile, to: directory)
         let hasCertificate = fileManager.fileExists(atPath: certificatePath)
         let hasKey = fileManager.fileExists(atPath: keyPath)
         if !hasCertificate && !hasKey {
@@ -41,14 +43,18 @@ public final class CertificateAuthority: Sendable {
         guard hasCertificate && hasKey else {
             throw CAError("hookproxy: the CA in \(directory) is incomplete (\(hasCertificate ? keyFile : certificateFile) is missing); restore it, or remove \(hasCertificate ? certificateFile : keyFile) to create a new CA")
         }
-        let certificatePEM: String
-        let keyPEM: String
-        do {
-            certificatePEM = try String(contentsOfFile: certificatePath, encoding: .utf8)
-            keyPEM = try String(contentsOfFile: keyPath, encoding: .utf8)
-        } catch {
-            throw CAError("hookproxy: cannot read the CA in \(directory): \(error.localizedDescription)")
+        /// (the words of Foundation's NSError.localizedDescription, but for a directory, of which it said nothing)
+        func read(_ path: String) throws(CAError) -> String {
+            do {
+                return try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                let reason = FileReadFailure.reason(error, path: path).map { "The operation could not be completed. \($0)" }
+                    ?? "\(path) is a directory"
+                throw CAError("hookproxy: cannot read the CA in \(directory): \(reason)")
+            }
         }
+        let certificatePEM = try read(certificatePath)
+        let keyPEM = try read(keyPath)
         let certificate: Certificate
         let key: P256.Signing.PrivateKey
         do {
@@ -119,13 +125,17 @@ public final class CertificateAuthority: Sendable {
         if let usage = try? certificate.extensions.keyUsage, !usage.keyCertSign {
             throw CAError("hookproxy: \(path) may not sign certificates (its key usage lacks keyCertSign), so clients reject the leaves it signs; \(remedy)")
         }
-        let formatter = ISO8601DateFormatter()
         guard now >= certificate.notValidBefore else {
-            throw CAError("hookproxy: \(path) is not valid before \(formatter.string(from: certificate.notValidBefore)) (is the clock right?), so clients reject the leaves it signs; \(remedy)")
+            throw CAError("hookproxy: \(path) is not valid before \(iso8601(certificate.notValidBefore)) (is the clock right?), so clients reject the leaves it signs; \(remedy)")
         }
         guard now <= certificate.notValidAfter else {
-            throw CAError("hookproxy: \(path) expired on \(formatter.string(from: certificate.notValidAfter)), so clients reject the leaves it signs; \(remedy)")
+            throw CAError("hookproxy: \(path) expired on \(iso8601(certificate.notValidAfter)), so clients reject the leaves it signs; \(remedy)")
         }
+    }
+
+    /// `2031-01-01T00:00:00Z`, as ISO8601DateFormatter wrote a certificate's date (to the second, UTC).
+    static func iso8601(_ date: Date) -> String {
+        UTCInstant(secondsSince1970: Int64(date.timeIntervalSince1970.rounded(.down))).description
     }
 
     private static func create(directory: String) throws(CAError) -> CertificateAuthority {

@@ -1,3 +1,5 @@
+import FoundationEssentials
+import ProxyModel
 import Synchronization
 
 /// The CA "on first need": loaded at once when its files exist (so a broken CA stops the start), otherwise
@@ -14,8 +16,8 @@ public final class LazyCertificateAuthority: Sendable {
     /// could write to it (`CertificateAuthority.checkDirectory`).
     public func loadIfPresent() throws(CAError) {
         try CertificateAuthority.checkDirectory(directory)
-        let path = (directory as NSString).appendingPathComponent(CertificateAuthority.certificateFile)
-        let keyPath = (directory as NSString).appendingPathComponent(CertificateAuthority.keyFile)
+        let path = PathText.appending(CertificateAuthority.certificateFile, to: directory)
+        let keyPath = PathText.appending(CertificateAuthority.keyFile, to: directory)
         guard FileManager.default.fileExists(atPath: path) || FileManager.default.fileExists(atPath: keyPath) else { return }
         _ = try get()
     }
@@ -29,5 +31,3 @@ public final class LazyCertificateAuthority: Sendable {
         }
     }
 }
-
-import Foundation

@@ -1,6 +1,8 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import NIOCore
 import NIOPosix
+import ProxyModel
 import Synchronization
 
 /// Resolves a CONNECT target's name for NIO's Happy Eyeballs connect, on `NameLookups`' threads: one lookup runs
@@ -121,7 +123,11 @@ final class NameLookups: Sendable {
             state.running += 1
             return true
         }
-        if startThread { Thread.detachNewThread { [self] in work() } }
+        guard startThread, !DetachedThread.start({ [self] in work() }) else { return }
+        // No thread to be had (the process's or the user's limit): this lookup fails now rather than wait for
+        // a thread that may never come; the ones running go on with the rest of the queue.
+        state.withLock { $0.running -= 1 }
+        job.finish(.failure(NameLookupError.failed(host: job.host, reason: "no thread for the lookup")))
     }
 
     /// Runs waiting lookups until none is left (a cancelled one is skipped), then ends the thread.

@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 import ProxyModel
 import ProxyRules
 
@@ -95,7 +96,7 @@ enum HandshakeChallenge {
         case "SHA-256": hash = { hex(SHA256.hash(data: Array($0.utf8))) }
         default: return nil
         }
-        let qops = (challenge["qop"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        let qops = (challenge["qop"] ?? "").split(separator: ",").map { $0.trimmingWhitespace().lowercased() }
         if !qops.isEmpty && !qops.contains("auth") { return nil }
         let uri = request.url.pathAndQuery
         let ha1 = hash("\(username):\(realm):\(password)")
@@ -114,7 +115,7 @@ enum HandshakeChallenge {
     }
 
     private static func quoted(_ text: String) -> String {
-        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        "\"" + text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
     }
 
     private static func hex<D: Sequence>(_ bytes: D) -> String where D.Element == UInt8 {
