@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import ProxyModel
 import ProxyServer
@@ -68,10 +69,10 @@ enum CommandLineValues {
 /// stdout carries the listening line and exchange lines; stderr warnings and errors. Both unbuffered.
 enum StandardStreams {
     static func output(_ line: String) {
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        StandardStream.write(line + "\n", to: STDOUT_FILENO)
     }
 
     static func error(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        StandardStream.write(line + "\n", to: STDERR_FILENO)
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import ProxyLog
 import ProxyModel
@@ -196,7 +197,7 @@ struct RunCommand: AsyncParsableCommand {
     private func loadRules(logger: Logger) throws -> RuleStore? {
         var paths = rules
         if paths.isEmpty {
-            var isDirectory: ObjCBool = false
+            var isDirectory = false
             guard FileManager.default.fileExists(atPath: "rules", isDirectory: &isDirectory) else { return nil }
             paths = ["rules"]
         }

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import Glibc
 import Synchronization
 
 /// Catches SIGINT and SIGTERM so the proxy can shut down cleanly: the first starts the shutdown, a second one
