@@ -74,4 +74,20 @@ struct FileReadMessageTests {
             }
         }
     }
+
+    /// The CA directory cannot be made (/sys takes no new directories, root or not): the system's words, not a
+    /// CocoaError's domain, code and user-info dictionary (whose order changed from run to run).
+    @Test("a CA directory that cannot be made is refused with the system's words")
+    func caDirectoryNotMade() {
+        let directory = "/sys/hookproxy-test-\(UInt32.random(in: 0...UInt32.max))/ca"
+        do {
+            _ = try CertificateAuthority.loadOrCreate(directory: directory)
+            Issue.record("made a CA in \(directory)")
+        } catch {
+            let prefix = "hookproxy: cannot create a CA in \(directory): "
+            #expect(error.description.hasPrefix(prefix), "\(error)")
+            let words = error.description.dropFirst(prefix.count)
+            #expect(!words.contains("Domain") && !words.contains("UserInfo") && !words.isEmpty, "\(error)")
+        }
+    }
 }

@@ -142,6 +142,10 @@ public final class CertificateAuthority: Sendable {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw CAError("hookproxy: cannot create a CA in \(directory): \(FileReadFailure.systemWords(error))")
+        }
+        do {
             let key = P256.Signing.PrivateKey()
             let machine = ProcessInfo.processInfo.hostName
             let name = try DistinguishedName {

@@ -14,8 +14,15 @@ enum FileReadFailure {
         case .fileReadNoPermission?: return "You don’t have permission."
         case .fileReadCorruptFile?: return "The file isn’t in the correct format."  // (not UTF-8)
         default:
-            if let posix = cocoa?.underlying as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
-            return "\(error)"
+            return systemWords(error)
         }
+    }
+
+    /// The system's words for a file operation's error (strerror of the errno under it): a CocoaError printed
+    /// whole is its domain, code and user-info dictionary, in an order that changes from run to run.
+    static func systemWords(_ error: any Error) -> String {
+        if let posix = (error as? CocoaError)?.underlying as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
+        if let posix = error as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
+        return "\(error)"
     }
 }
