@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// File paths as text, the way NSString's path helpers spelled them (hookproxy's messages print these paths),
 /// without Foundation.
 public enum PathText {
@@ -23,5 +27,36 @@ public enum PathText {
         guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return "" }
         if slash == 0 { return "/" }
         return String(decoding: bytes[..<slash], as: UTF8.self)
+    }
+
+    /// The user's home directory, as NSHomeDirectory gave it: `$HOME` when set, else the password database's entry,
+    /// else "/".
+    public static var homeDirectory: String {
+        if let home = getenv("HOME") { return String(cString: home) }
+        guard let entry = getpwuid(geteuid()), let directory = entry.pointee.pw_dir else { return "/" }
+        return String(cString: directory)
+    }
+
+    /// `~/rest` with the home directory in front (as `expandingTildeInPath` did for the current user); any other
+    /// path as it is.
+    public static func expandingTilde(_ path: String) -> String {
+        guard path == "~" || path.hasPrefix("~/") else { return path }
+        let rest = path.dropFirst(2)
+        return rest.isEmpty ? homeDirectory : appending(String(rest), to: homeDirectory)
+    }
+
+    /// `path` with `.` and empty components dropped and each `..` taking the component before it away (lexically:
+    /// symbolic links are not followed), `/` at the root kept. For telling two spellings of one file apart.
+    public static func lexicallyNormal(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            switch part {
+            case ".": continue
+            case "..": if !parts.isEmpty && parts.last != ".." { parts.removeLast() } else if !path.hasPrefix("/") { parts.append(part) }
+            default: parts.append(part)
+            }
+        }
+        let joined = parts.joined(separator: "/")
+        return path.hasPrefix("/") ? "/" + joined : (joined.isEmpty ? "." : joined)
     }
 }

@@ -83,13 +83,7 @@ public struct ProxyConfiguration: Sendable {
     public var viewer: ViewerSettings?
 
     public static var defaultCADirectory: String {
-        PathText.appending(".hookproxy", to: ProcessInfo.processInfo.environment["HOME"] ?? accountHome)
-    }
-
-    /// The user's home directory from the password database (NSHomeDirectory's answer without HOME); "/" without one.
-    static var accountHome: String {
-        guard let entry = getpwuid(geteuid()), let directory = entry.pointee.pw_dir else { return "/" }
-        return String(cString: directory)
+        PathText.appending(".hookproxy", to: PathText.homeDirectory)
     }
     public var logger: Logger
 

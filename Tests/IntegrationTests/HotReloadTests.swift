@@ -213,10 +213,8 @@ struct HotReloadTests {
 
     /// `hookproxy run --rules r` in the directory of `r`: the loader and the watcher take `r`'s directory, which
     /// Foundation's `deletingLastPathComponent` could not name for a one-character relative path (the binary died of
-    /// SIGILL). The watcher uses `PathText` now; RuleLoader.swift:36 still asks NSString (Load/ is being rewritten
-    /// without Foundation: enable this test then).
-    @Test("--rules naming a one-character file in the working directory: the binary starts and reloads it",
-          .disabled("RuleLoader (Sources/ProxyRules/Load) still calls NSString.deletingLastPathComponent"))
+    /// SIGILL). The loader and the watcher use `PathText` now.
+    @Test("--rules naming a one-character file in the working directory: the binary starts and reloads it")
     func oneCharacterRelativeFile() async throws {
         try await withOrigin { origin in
             let directory = try TemporaryDirectory()

@@ -34,4 +34,19 @@ struct PathTextTests {
     func oneCharacter(_ path: String, _ expected: String) {
         #expect(PathText.deletingLastComponent(path) == expected)
     }
+
+    @Test("expandingTilde: as NSString's expandingTildeInPath for the current user")
+    func expandingTilde() {
+        for path in ["~", "~/", "~/rules.yaml", "~/a/b", "/abs/~/x", "a/~", "~user-not-expanded-here/x"] where !path.hasPrefix("~u") {
+            #expect(PathText.expandingTilde(path) == (path as NSString).expandingTildeInPath, "\(path)")
+        }
+    }
+
+    @Test("lexicallyNormal: as NSString's standardizingPath for absolute paths without symbolic links")
+    func lexicallyNormal() {
+        for path in ["/", "/a", "/a/", "/a//b", "/a/./b", "/a/b/..", "/a/b/../c", "/a/../../b", "/..", "/./", "/a/b/../../..",
+                     "/nonexistent-hookproxy/x/./y/../z.yaml"] {
+            #expect(PathText.lexicallyNormal(path) == (path as NSString).standardizingPath, "\(path)")
+        }
+    }
 }

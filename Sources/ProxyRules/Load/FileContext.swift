@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import ProxyModel
 
 /// Reading state of one rule file: where it is, the errors and warnings found so far, and typed accessors over
 /// YAML nodes that report wrong types at the node's `line:column`. Used by one loading thread only.
@@ -47,19 +48,19 @@ final class FileContext {
     /// `path` resolved against the rule file's directory (absolute paths stay as they are).
     func resolve(_ path: String) -> String {
         if path.hasPrefix("/") { return path }
-        if path.hasPrefix("~/") { return NSString(string: path).expandingTildeInPath }
-        return (directory as NSString).appendingPathComponent(path)
+        if path.hasPrefix("~/") { return PathText.expandingTilde(path) }
+        return PathText.appending(path, to: directory)
     }
 
     /// Reads a referenced file (body_file, file, certificates), reporting a missing or unreadable one at `node`.
     func readReferencedFile(_ path: String, key: String, node: YAMLNode, limit: Int = 64 << 20) -> [UInt8]? {
         let full = resolve(path)
-        var isDirectory: ObjCBool = false
+        var isDirectory = false
         guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) else {
             error(node, "\(key) '\(path)' not found (looked for \(full))")
             return nil
         }
-        guard !isDirectory.boolValue else {
+        guard !isDirectory else {
             error(node, "\(key) '\(path)' is a directory, not a file")
             return nil
         }
@@ -197,7 +198,7 @@ final class FileContext {
         var result = ""
         var rest = Substring(text)
         var ok = true
-        while let start = rest.range(of: "${") {
+        while let start = rest.firstRange(of: "${") {
             result += rest[..<start.lowerBound]
             let after = rest[start.upperBound...]
             guard let close = after.firstIndex(of: "}") else {

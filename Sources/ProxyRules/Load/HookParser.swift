@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// Validates `on_redirect`, `on_challenge` and `trust` and turns them into the ProxyModel policy types.
@@ -121,8 +121,8 @@ struct HookParser {
     func existingFile(_ node: YAMLNode, _ what: String) -> String? {
         guard let path = ctx.nonEmptyString(node, what) else { return nil }
         let full = ctx.resolve(path)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory), !isDirectory.boolValue else {
+        var isDirectory = false
+        guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory), !isDirectory else {
             ctx.error(node, "\(what) '\(path)' not found (looked for \(full))")
             return nil
         }
@@ -155,7 +155,7 @@ struct HookParser {
             for item in items {
                 guard let text = ctx.string(item, "trust.pins") else { continue }
                 for pin in text.split(separator: ";") {
-                    if let digest = Pins.decode(String(pin).trimmingCharacters(in: .whitespaces)) { keyHashes.append(digest) }
+                    if let digest = Pins.decode(String(pin).trimmingWhitespace()) { keyHashes.append(digest) }
                     else { ctx.error(item, "bad pin '\(pin)': a pin is 'sha256//' followed by the base64 of a 32-byte SHA-256 (see 'hookproxy pin HOST')") }
                 }
             }
@@ -206,17 +206,17 @@ struct HookParser {
     /// DER of every certificate in a PEM/DER file, or in every certificate file of a directory.
     func loadCertificates(_ path: String, node: YAMLNode) -> [[UInt8]] {
         let full = ctx.resolve(path)
-        var isDirectory: ObjCBool = false
+        var isDirectory = false
         guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) else {
             ctx.error(node, "certificate file '\(path)' not found (looked for \(full))")
             return []
         }
         ctx.addDependency(full)
-        if isDirectory.boolValue {
+        if isDirectory {
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: full)) ?? []).sorted()
             var result: [[UInt8]] = []
             for name in names where !name.hasPrefix(".") && Pins.certificateExtensions.contains(Pins.extensionOf(name)) {
-                let file = (full as NSString).appendingPathComponent(name)
+                let file = PathText.appending(name, to: full)
                 ctx.addDependency(file)
                 guard let data = FileManager.default.contents(atPath: file) else { continue }
                 switch Pins.certificates(in: [UInt8](data)) {

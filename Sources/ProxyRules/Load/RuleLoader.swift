@@ -1,4 +1,8 @@
-import Foundation
+import FoundationEssentials
+import ProxyModel
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Loads `--rules` paths into one validated RuleSet, or fails with every error of every file.
 ///
@@ -32,7 +36,7 @@ public enum RuleLoader {
         var namesSeen: [String: RuleError] = [:]
         var dependencies: [String] = []
         for file in files {
-            let ctx = FileContext(file: file.display, directory: (file.path as NSString).deletingLastPathComponent,
+            let ctx = FileContext(file: file.display, directory: PathText.deletingLastComponent(file.path),
                                   environment: environment)
             var parsed: [RuleParser.Parsed] = []
             if let root = readYAML(file.path, ctx: ctx) {
@@ -75,7 +79,7 @@ public enum RuleLoader {
         var seen = Set<String>()
         let manager = FileManager.default
         for path in paths {
-            var isDirectory: ObjCBool = false
+            var isDirectory = false
             guard manager.fileExists(atPath: path, isDirectory: &isDirectory) else {
                 if missingFilesAreErrors || path.hasSuffix("/") {
                     errors.append(RuleError(file: path, line: 1, column: 1, message: "--rules path does not exist"))
@@ -86,19 +90,19 @@ public enum RuleLoader {
                 }
                 continue
             }
-            if isDirectory.boolValue {
+            if isDirectory {
                 guard let names = try? manager.contentsOfDirectory(atPath: path) else {
                     errors.append(RuleError(file: path, line: 1, column: 1, message: "directory cannot be read"))
                     continue
                 }
                 for name in names.sorted() where isRuleFileName(name) {
-                    let full = (path as NSString).appendingPathComponent(name)
+                    let full = PathText.appending(name, to: path)
                     let display = path.hasSuffix("/") ? path + name : path + "/" + name
-                    var childIsDirectory: ObjCBool = false
-                    guard manager.fileExists(atPath: full, isDirectory: &childIsDirectory), !childIsDirectory.boolValue
+                    var childIsDirectory = false
+                    guard manager.fileExists(atPath: full, isDirectory: &childIsDirectory), !childIsDirectory
                     else {
                         // A name that looks like a rule file but is not one: say so, rather than drop it unseen.
-                        let what = childIsDirectory.boolValue ? "a directory" : "a symbolic link to nothing"
+                        let what = childIsDirectory ? "a directory" : "a symbolic link to nothing"
                         warnings.append(RuleWarning(file: display, line: 1, column: 1, message: "\(what), not a rule file: ignored"))
                         continue
                     }
@@ -112,17 +116,17 @@ public enum RuleLoader {
     }
 
     static func absolute(_ path: String) -> String {
-        let full = path.hasPrefix("/") ? path : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
-        return (full as NSString).standardizingPath
+        let full = path.hasPrefix("/") ? path : PathText.appending(path, to: FileManager.default.currentDirectoryPath)
+        return PathText.lexicallyNormal(PathText.expandingTilde(full))
     }
 
     // MARK: reading one file
 
     /// The root node of a rule file, or nil with the reason reported.
     static func readYAML(_ path: String, ctx: FileContext) -> YAMLNode? {
-        if let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-           let size = attributes[.size] as? NSNumber, size.intValue > maxFileBytes {
-            ctx.error(at: nil, "file is \(size.intValue) bytes; rule files are limited to \(maxFileBytes) bytes (4 MiB)")
+        var status = stat()
+        if stat(path, &status) == 0, Int(status.st_size) > maxFileBytes {
+            ctx.error(at: nil, "file is \(status.st_size) bytes; rule files are limited to \(maxFileBytes) bytes (4 MiB)")
             return nil
         }
         guard let data = FileManager.default.contents(atPath: path) else {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ProxyModel
 
 /// Turns the YAML of one file into compiled rules, reporting every problem to the FileContext.
