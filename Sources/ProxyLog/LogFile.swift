@@ -23,11 +23,20 @@ final class LogFile {
         if append { flags |= O_APPEND }
         let fd = open(path, flags, 0o600)
         guard fd >= 0 else { throw LogFile.openError(path, errno: errno) }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        // A lock this process holds itself is on its way out: a file it just closed is still open in a child it
+        // forked, between the fork and the exec that closes it (O_CLOEXEC). That takes microseconds, up to a few
+        // milliseconds on a busy machine; wait up to half a second for it rather than call it another hookproxy.
+        var waits = 0
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let code = errno
-            let pid = LogFile.lockHolder(fd: fd)
+            let holders = LogFile.lockHolders(fd: fd)
+            if code == EWOULDBLOCK, waits < 100, !holders.isEmpty, holders.allSatisfy({ $0 == getpid() }) {
+                waits += 1
+                usleep(5_000)
+                continue
+            }
             Glibc.close(fd)
-            if code == EWOULDBLOCK { throw .locked(path, pid: pid) }
+            if code == EWOULDBLOCK { throw .locked(path, pid: holders.first { $0 != getpid() }) }
             throw .io(path, "cannot lock", errno: code)
         }
         self.fd = fd
@@ -149,25 +158,32 @@ final class LogFile {
         }
     }
 
-    /// The pid holding a flock on the file, from /proc/locks (Linux); nil when it cannot be told.
+    /// The pid holding a flock on the file other than this process, from /proc/locks (Linux); nil when it cannot be
+    /// told.
     static func lockHolder(fd: Int32) -> Int32? {
+        lockHolders(fd: fd).first { $0 != getpid() }
+    }
+
+    /// The pids /proc/locks names for flocks on the file (the pid that took each lock; a child forked since holds it
+    /// too, under its parent's pid); empty when it cannot be told.
+    static func lockHolders(fd: Int32) -> [Int32] {
         var info = stat()
         guard fstat(fd, &info) == 0, let locks = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else {
-            return nil
+            return []
         }
         let device = UInt64(info.st_dev)
         // glibc's encoding of dev_t (gnu_dev_major / gnu_dev_minor are macros Swift does not import)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
         let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
         let key = hex(major) + ":" + hex(minor) + ":" + String(UInt64(info.st_ino))  // "%02llx:%02llx:%llu"
+        var pids: [Int32] = []
         for line in locks.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             // "1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF"
-            guard fields.count >= 6, fields[1] == "FLOCK", fields[5] == key, let pid = Int32(fields[4]),
-                  pid != getpid() else { continue }
-            return pid
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[5] == key, let pid = Int32(fields[4]) else { continue }
+            pids.append(pid)
         }
-        return nil
+        return pids
     }
 
     /// `%02llx`: lower-case hex, at least two digits.

@@ -146,6 +146,19 @@ import Testing
         #expect(try String(contentsOfFile: path, encoding: .utf8) == original)
     }
 
+    /// A file this process just closed can still be locked for a moment by a child it is starting (between fork and
+    /// exec the child shares the open file). Seen as a flake of `appendsToItsOwnFileAndRepairsATornLastEntry` while
+    /// another test spawned processes: the reopen waits for such a lock instead of calling it another hookproxy's.
+    @Test func ownLockOnItsWayOutIsWaitedFor() throws {
+        let path = TestFiles.directory().appendingPathComponent("own-lock.har").path
+        let other = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        #expect(other >= 0 && flock(other, LOCK_EX | LOCK_NB) == 0)
+        let release = Thread { usleep(100_000); close(other) }
+        release.start()
+        let writer = try HARWriter(path: path, creatorVersion: "1")
+        writer.close()
+    }
+
     @Test func secondWriterOnTheSameFileIsRefused() throws {
         let path = TestFiles.directory().appendingPathComponent("locked.har").path
         let first = try HARWriter(path: path, creatorVersion: "1")
