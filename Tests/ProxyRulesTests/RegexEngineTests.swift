@@ -87,4 +87,28 @@ import Testing
         #expect(evil.firstMatchGroups(in: subject) == nil)
         #expect(ContinuousClock.now - start < .seconds(2))
     }
+    /// `\C` (one code unit, in UTF-8 mode a third of `é`) would split characters: a replacement then wrote U+FFFD
+    /// and the next search started inside a character, which PCRE2 does not allow. ICU has no `\C`: refused at load.
+    @Test func singleCodeUnitEscapeIsRefused() {
+        guard case .failure(let error) = CompiledRegex.compile(#"a\C"#) else { Issue.record("\\C compiled"); return }
+        #expect(error.reason.contains("\\C"), "\(error.reason)")
+        #expect(error.reason.hasSuffix("(at offset 3)"), "\(error.reason)")
+    }
+
+    /// Repeated groups over long text need more than the 32 KiB machine stack PCRE2's JIT code starts with: a
+    /// `(?:.|\n)*?` over a page, `(a|b)*c` over 100 KB. ICU matches them in milliseconds; so must we, not report a
+    /// spent budget after a few microseconds.
+    @Test func repeatedGroupsOverLongTextMatchAsICU() throws {
+        let cases: [(String, String)] = [
+            (#"(?:a|b)*c"#, String(repeating: "ab", count: 50_000) + "c"),
+            (#"(a|b)*c"#, String(repeating: "ab", count: 50_000) + "c"),
+            (#"<p>((?:.|\n)*?)</p>"#, "<p>" + String(repeating: "hello world\n", count: 20_000) + "</p>"),
+        ]
+        for (pattern, subject) in cases {
+            let regex = try CompiledRegex.compile(pattern).get()
+            let template = ReplacementTemplate("X", groupCount: regex.groupCount)
+            #expect(regex.replacingAll(in: subject, with: template, deadline: .now + .seconds(60)) == "X", "/\(pattern)/")
+            #expect(regex.firstMatchGroups(in: subject)?.first?.utf8.count == subject.utf8.count, "/\(pattern)/")
+        }
+    }
 }

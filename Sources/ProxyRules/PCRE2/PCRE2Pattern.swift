@@ -34,10 +34,13 @@ final class PCRE2Pattern: @unchecked Sendable {
     let groupCount: Int
     private let code: OpaquePointer
     private let matchContext: OpaquePointer
+    /// The heap budget, also the most JIT stack one match may grow.
+    private let heapKiB: UInt32
 
-    private init(code: OpaquePointer, matchContext: OpaquePointer) {
+    private init(code: OpaquePointer, matchContext: OpaquePointer, heapKiB: UInt32) {
         self.code = code
         self.matchContext = matchContext
+        self.heapKiB = heapKiB
         var count: UInt32 = 0
         pcre2_pattern_info_8(code, hp_pcre2_info_capturecount(), &count)
         groupCount = Int(count)
@@ -79,31 +82,63 @@ final class PCRE2Pattern: @unchecked Sendable {
         pcre2_set_match_limit_8(matchContext, budget.steps)
         pcre2_set_depth_limit_8(matchContext, budget.steps)
         pcre2_set_heap_limit_8(matchContext, budget.heapKiB)
-        return .success(PCRE2Pattern(code: code, matchContext: matchContext))
+        return .success(PCRE2Pattern(code: code, matchContext: matchContext, heapKiB: budget.heapKiB))
     }
 
-    /// Scratch space for one thread's matches: the offsets of the last match's groups.
+    /// Scratch space for one thread's matches: the offsets of the last match's groups and, once a match needed more
+    /// than the 32 KiB of machine stack JIT code starts with, a JIT stack of its own (up to the heap budget).
     final class Scratch {
         fileprivate let data: OpaquePointer?
+        /// The pattern's match context with `jitStack` assigned; nil until a match asks for it.
+        fileprivate var context: OpaquePointer?
+        private var jitStack: OpaquePointer?
 
         init(for pattern: PCRE2Pattern) {
             data = pcre2_match_data_create_from_pattern_8(pattern.code, nil)
         }
 
-        deinit { pcre2_match_data_free_8(data) }
+        deinit {
+            pcre2_match_data_free_8(data)
+            pcre2_match_context_free_8(context)
+            pcre2_jit_stack_free_8(jitStack)
+        }
+
+        /// Makes `context`, a copy of `shared` with a JIT stack of up to `maxBytes`; false when it has one already or
+        /// memory runs out.
+        fileprivate func growStack(from shared: OpaquePointer, maxBytes: Int) -> Bool {
+            guard context == nil else { return false }
+            guard let stack = pcre2_jit_stack_create_8(32 << 10, maxBytes, nil) else { return false }
+            guard let copy = pcre2_match_context_copy_8(shared) else {
+                pcre2_jit_stack_free_8(stack)
+                return false
+            }
+            pcre2_jit_stack_assign_8(copy, nil, UnsafeMutableRawPointer(stack))
+            (jitStack, context) = (stack, copy)
+            return true
+        }
     }
 
     /// Looks for the first match in `subject` at or after byte `offset`. `subject` must be valid UTF-8 (callers hold
     /// it as a `String` or validated it), and `offset` on a character boundary.
     func match(_ subject: UnsafeBufferPointer<UInt8>, from offset: Int, scratch: Scratch) -> Outcome {
         guard scratch.data != nil else { return .overBudget }
-        let options = hp_pcre2_no_utf_check()
-        let result = Self.start(of: subject) { base in
-            pcre2_match_8(code, base, subject.count, offset, options, scratch.data, matchContext)
+        var result = run(subject, from: offset, scratch: scratch)
+        // Repeated groups over long text (`(a|b)*`) outgrow the JIT's first stack long before the step budget:
+        // give this scratch a stack as large as the heap budget and match again.
+        if result == hp_pcre2_error_jit_stacklimit(),
+           scratch.growStack(from: matchContext, maxBytes: Int(heapKiB) << 10) {
+            result = run(subject, from: offset, scratch: scratch)
         }
         if result >= 0 { return .match }
         if result == hp_pcre2_error_nomatch() { return .noMatch }
         return hp_pcre2_is_limit_error(result) != 0 ? .overBudget : .noMatch
+    }
+
+    private func run(_ subject: UnsafeBufferPointer<UInt8>, from offset: Int, scratch: Scratch) -> Int32 {
+        let context = scratch.context ?? matchContext
+        return Self.start(of: subject) { base in
+            pcre2_match_8(code, base, subject.count, offset, hp_pcre2_no_utf_check(), scratch.data, context)
+        }
     }
 
     /// The byte range of group `index` (0: the whole match) in the last match, or nil when it did not take part.
