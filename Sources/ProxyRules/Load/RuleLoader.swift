@@ -13,9 +13,9 @@ import Glibc
 public enum RuleLoader {
     /// Rule files larger than this are refused (they are written by hand; this is a guard against mistakes).
     public static let maxFileBytes = 4 << 20
-    /// Bound on the nodes of all mapping keys with aliases expanded, which the composer hashes. A file
-    /// within `maxFileBytes` reaches it only through aliases.
-    static let maxKeyNodes = 4_000_000
+    /// Bound on a file's nodes with aliases expanded, which the composer (keys) and the parser (values) walk. A
+    /// file within `maxFileBytes` (2 bytes a node at the least) reaches it only through aliases.
+    static let maxExpandedNodes = 4_000_000
 
     /// Loads every rule file under `paths`.
     /// - Throws: `RuleLoadFailure` holding every error (as `file:line:col: message`) of every file.
@@ -150,10 +150,10 @@ public enum RuleLoader {
             ctx.error(line: line, column: column, "file holds a NUL byte; rule files are text")
             return nil
         }
-        if let oversized = KeyExpansion.firstOversized(in: text, limit: maxKeyNodes) {
+        if let oversized = AliasExpansion.firstOversized(in: text, limit: maxExpandedNodes) {
             ctx.error(line: oversized.line, column: oversized.column,
-                      "mapping keys expand through aliases to more than \(maxKeyNodes) nodes (an alias bomb?); "
-                      + "a rule file's keys are words")
+                      "aliases expand this file to more than \(maxExpandedNodes) nodes (an alias bomb?); "
+                      + "a rule file is read whole")
             return nil
         }
         let root: YAMLNode?
