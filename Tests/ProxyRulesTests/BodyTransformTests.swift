@@ -165,6 +165,25 @@ import Testing
         #expect(result.2 == ["replace (evil): regex /(a+)+$/ ran out of its time budget; body unchanged"])
     }
 
+    /// A short body an upstream fills with what an ordinary rule matches: 1 MiB of `x`, each `x` replaced by 100
+    /// bytes, was a 100 MiB body (16 MiB would have been gigabytes, bounded only by the time budget). The result
+    /// may grow to the decoded-body bound, no further.
+    @Test func replacementThatWouldGrowPastTheBoundLeavesTheBody() throws {
+        let with = String(repeating: "y", count: 100)
+        let transform = try responseTransform("""
+        rules:
+          - name: grow
+            response: { body: { replace: [{ regex: "x", with: "\(with)" }] } }
+        """)
+        let input = String(repeating: "x", count: 1 << 20)
+        let result = apply(transform, input)
+        #expect(result.0.utf8.count == input.utf8.count)
+        #expect(result.2 == ["replace (grow): regex /x/ would make the body larger than 67108864 bytes; body unchanged"])
+        // Within the bound it grows as asked.
+        let small = apply(transform, "axb")
+        #expect(small.0 == "a" + with + "b")
+    }
+
     @Test func requestBodyTransform() throws {
         let set = try ruleSet("""
         rules:

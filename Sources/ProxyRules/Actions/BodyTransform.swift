@@ -25,7 +25,8 @@ public enum BodyTransformLimits {
     /// Bodies larger than this are left unchanged by `replace` and `json` (the server's `--body-limit` usually
     /// stops them earlier).
     public static let maxInputBytes = 16 << 20
-    /// A decoded (gunzipped) body may not grow past this; beyond it the body is left as it was.
+    /// A decoded (gunzipped) body may not grow past this, nor a regex replacement's result; beyond it the body is
+    /// left as it was.
     public static let maxDecodedBytes = 64 << 20
     /// Wall-clock budget for all regexes of one body. A catastrophic pattern is stopped when it runs out, and the
     /// body is left unchanged with a note.
@@ -102,11 +103,18 @@ struct BodyTransformChain: BodyTransforming {
                 text = text.replacing(literal, with: replacement.with)
             case .regex(let regex):
                 let template = ReplacementTemplate(replacement.with, groupCount: regex.groupCount)
-                guard let replaced = regex.replacingAll(in: text, with: template, deadline: deadline) else {
+                switch regex.replacing(in: text, with: template, deadline: deadline,
+                                       maxBytes: BodyTransformLimits.maxDecodedBytes) {
+                case .success(let replaced):
+                    text = replaced
+                case .failure(.overBudget):
                     notes.append("replace (\(rule)): regex /\(regex.pattern)/ ran out of its time budget; body unchanged")
                     return body
+                case .failure(.tooLarge):
+                    notes.append("replace (\(rule)): regex /\(regex.pattern)/ would make the body larger than "
+                                 + "\(BodyTransformLimits.maxDecodedBytes) bytes; body unchanged")
+                    return body
                 }
-                text = replaced
             }
         }
         return Array(text.utf8)

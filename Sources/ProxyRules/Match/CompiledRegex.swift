@@ -31,45 +31,62 @@ struct CompiledRegex: Sendable {
         }
     }
 
+    /// Why `replacing` gave up.
+    enum ReplaceFailure: Error, Equatable {
+        /// A match ran out of its budget, or `deadline` passed between matches.
+        case overBudget
+        /// The result would have been larger than `maxBytes`.
+        case tooLarge
+    }
+
     /// `text` with every match replaced by `template` expanded (see `ReplacementTemplate`), or nil when a match ran
-    /// out of its budget or `deadline` passed between matches. Matches do not overlap; after an empty match the
-    /// search goes on one character further, as NSRegularExpression's (ICU's) does.
+    /// out of its budget or `deadline` passed between matches.
     func replacingAll(in text: String, with template: ReplacementTemplate,
                       deadline: ContinuousClock.Instant) -> String? {
+        try? replacing(in: text, with: template, deadline: deadline, maxBytes: .max).get()
+    }
+
+    /// `text` with every match replaced by `template` expanded, as long as it stays within `maxBytes` of UTF-8.
+    /// Matches do not overlap; after an empty match the search goes on one character further, as
+    /// NSRegularExpression's (ICU's) does.
+    func replacing(in text: String, with template: ReplacementTemplate, deadline: ContinuousClock.Instant,
+                   maxBytes: Int) -> Result<String, ReplaceFailure> {
         var subject = text
-        let outcome = subject.withUTF8 { bytes -> [UInt8]?? in
+        let outcome = subject.withUTF8 { bytes -> Result<[UInt8], ReplaceFailure>? in
             let scratch = PCRE2Pattern.Scratch(for: compiled)
             var out: [UInt8] = []
             var copied = 0, position = 0, matched = false
             while position <= bytes.count {
                 switch compiled.match(bytes, from: position, scratch: scratch) {
-                case .overBudget: return .some(nil)
+                case .overBudget: return .failure(.overBudget)
                 case .noMatch: position = bytes.count + 1; continue
                 case .match: break
                 }
-                guard let whole = compiled.range(ofGroup: 0, in: scratch) else { return .some(nil) }
-                if !matched { out.reserveCapacity(bytes.count) }
+                guard let whole = compiled.range(ofGroup: 0, in: scratch) else { return .failure(.overBudget) }
+                if !matched { out.reserveCapacity(min(bytes.count, maxBytes)) }
                 matched = true
                 out.append(contentsOf: bytes[copied..<whole.lowerBound])
                 template.expand(into: &out) { index in
                     compiled.range(ofGroup: index, in: scratch).map { UnsafeBufferPointer(rebasing: bytes[$0]) }
                 }
+                // What is left to copy counts too: the result is known to be too large as soon as it is.
+                if out.count > maxBytes - (bytes.count - whole.upperBound) { return .failure(.tooLarge) }
                 copied = whole.upperBound
                 position = whole.upperBound
                 if whole.isEmpty {
                     position += 1
                     while position < bytes.count && bytes[position] & 0xC0 == 0x80 { position += 1 }
                 }
-                if ContinuousClock.now >= deadline { return .some(nil) }
+                if ContinuousClock.now >= deadline { return .failure(.overBudget) }
             }
-            guard matched else { return .none }
+            guard matched else { return nil }
             out.append(contentsOf: bytes[copied...])
-            return .some(out)
+            return .success(out)
         }
         switch outcome {
-        case .none: return text
-        case .some(nil): return nil
-        case .some(let bytes?): return String(decoding: bytes, as: UTF8.self)
+        case nil: return .success(text)
+        case .failure(let failure)?: return .failure(failure)
+        case .success(let bytes)?: return .success(String(decoding: bytes, as: UTF8.self))
         }
     }
 }
