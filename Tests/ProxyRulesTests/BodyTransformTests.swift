@@ -184,6 +184,22 @@ import Testing
         #expect(small.0 == "a" + with + "b")
     }
 
+    /// The same with a literal `text`: it had no bound at all, not even the regexes' time budget (16 MiB of `x`,
+    /// each made 100 bytes, was a 1.6 GB body).
+    @Test func literalReplacementThatWouldGrowPastTheBoundLeavesTheBody() throws {
+        let with = String(repeating: "y", count: 100)
+        let transform = try responseTransform("""
+        rules:
+          - name: grow
+            response: { body: { replace: [{ text: "x", with: "\(with)" }] } }
+        """)
+        let input = String(repeating: "x", count: 1 << 20)
+        let result = apply(transform, input)
+        #expect(result.0.utf8.count == input.utf8.count)
+        #expect(result.2 == ["replace (grow): text 'x' would make the body larger than 67108864 bytes; body unchanged"])
+        #expect(apply(transform, "axb").0 == "a" + with + "b")
+    }
+
     @Test func requestBodyTransform() throws {
         let set = try ruleSet("""
         rules:

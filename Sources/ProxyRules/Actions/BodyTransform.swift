@@ -100,6 +100,12 @@ struct BodyTransformChain: BodyTransforming {
         for replacement in replacements {
             switch replacement.pattern {
             case .text(let literal):
+                guard fits(replacing: literal, with: replacement.with, in: text,
+                           maxBytes: BodyTransformLimits.maxDecodedBytes) else {
+                    notes.append("replace (\(rule)): text '\(literal)' would make the body larger than "
+                                 + "\(BodyTransformLimits.maxDecodedBytes) bytes; body unchanged")
+                    return body
+                }
                 text = text.replacing(literal, with: replacement.with)
             case .regex(let regex):
                 let template = ReplacementTemplate(replacement.with, groupCount: regex.groupCount)
@@ -118,6 +124,20 @@ struct BodyTransformChain: BodyTransforming {
             }
         }
         return Array(text.utf8)
+    }
+
+    /// Whether `text` with every `literal` replaced by `with` stays within `maxBytes` (counted only when it grows).
+    static func fits(replacing literal: String, with: String, in text: String, maxBytes: Int) -> Bool {
+        let growth = with.utf8.count - literal.utf8.count
+        guard growth > 0 else { return true }
+        var size = text.utf8.count
+        var rest = text[...]
+        while let found = rest.firstRange(of: literal) {
+            size += growth
+            if size > maxBytes { return false }
+            rest = rest[found.upperBound...]
+        }
+        return true
     }
 
     static func edit(_ body: [UInt8], _ edit: JSONEdit, rule: String, notes: inout [String]) -> [UInt8] {
