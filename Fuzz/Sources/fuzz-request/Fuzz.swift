@@ -83,9 +83,11 @@ func curlHeaderLines(_ head: RequestHead) -> [String] {
     return lines
 }
 
-/// The framing the exchange gives the upstream request (no longer a copy: `Exchange.requestFraming` is static).
+/// The framing the exchange gives the upstream request (`RequestFraming`, as the exchange reads it), after the
+/// refusals the handler makes first.
 func framing(_ nioHead: HTTPRequestHead, method: String) -> UpstreamRequest.Body {
-    Exchange.requestFraming(nioHead, method: method)
+    _ = RequestFraming.refusal(nioHead)
+    return RequestFraming.body(of: nioHead, method: method)
 }
 
 /// Logs a record the way the writers do: redact, then encode; the JSON must parse back.
@@ -156,11 +158,15 @@ final class RequestPath: ChannelInboundHandler {
             return local(.text(400, "hookproxy: bad request: \(message)\n"), request: request, events: [])
         case .loop:
             return local(.text(508, "hookproxy: loop detected\n"), request: request, events: [])
+        case .misdirected(let message):
+            return local(.text(421, "hookproxy: misdirected request: \(message)\n"), request: request, events: [])
         case .ownAddress(let path):
             return local(.text(200, "hookproxy page for \(path)\n", contentType: "text/html; charset=utf-8"),
                          request: request, events: [])
         case .forward(let clientHead):
-            if clientHead.headers.contains(where: { ["connection", "transfer-encoding", "te", "upgrade", "proxy-authorization"].contains($0.name.lowercased()) }) {
+            // `TE: trailers` alone is kept on purpose (HopByHop: gRPC servers send trailers only to clients that say so).
+            if clientHead.headers.contains(where: { ["connection", "transfer-encoding", "upgrade", "proxy-authorization"].contains($0.name.lowercased())
+                    || ($0.name.lowercased() == "te" && $0.value != "trailers") }) {
                 fuzzFail("hop-by-hop header left in the forwarded head: \(clientHead.headers)")
             }
             return forward(clientHead, nioHead: nioHead, request: request)

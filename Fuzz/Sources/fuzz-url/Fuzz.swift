@@ -15,7 +15,7 @@ func exerciseURL(_ text: String) -> ProxyURL? {
     guard let url = ProxyURL(string: text) else { return nil }
     _ = (url.description, url.authority, url.origin, url.pathAndQuery, url.isDefaultPort)
     _ = ProxyURL(string: url.description)
-    _ = RuleMatch.queryPairs(url.query)
+    _ = RuleMatcher.queryPairs(url.query)
     return url
 }
 
@@ -90,7 +90,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     exerciseGlob(first, second)
     exerciseTemplate(first, url: url, groups: [url.path] + groups)
     exerciseTemplate(whole, url: fallbackURL, groups: [fallbackURL.path] + groups)
-    _ = RuleMatch.percentDecoded(Substring(second))
+    _ = RuleMatcher.percentDecoded(Substring(second))
     return 0
 }
 
