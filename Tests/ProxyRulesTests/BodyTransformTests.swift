@@ -159,10 +159,10 @@ import Testing
             response: { body: { replace: [{ regex: "(a+)+$", with: "x" }] } }
         """)
         let input = String(repeating: "a", count: 40) + "!"
-        // Bounded: the regex's time budget ran out (the note says so) and the body is unchanged.
+        // Bounded: the match's budget ran out (the note says so) and the body is unchanged.
         let result = apply(transform, input)
         #expect(result.0 == input)
-        #expect(result.2 == ["replace (evil): regex /(a+)+$/ ran out of its time budget; body unchanged"])
+        #expect(result.2 == ["replace (evil): regex /(a+)+$/ needed more than 2000000 backtracking steps (or 16 MiB) for one match; body unchanged"])
     }
 
     /// A short body an upstream fills with what an ordinary rule matches: 1 MiB of `x`, each `x` replaced by 100

@@ -113,8 +113,13 @@ struct BodyTransformChain: BodyTransforming {
                                        maxBytes: BodyTransformLimits.maxDecodedBytes) {
                 case .success(let replaced):
                     text = replaced
-                case .failure(.overBudget):
+                case .failure(.timeBudget):
                     notes.append("replace (\(rule)): regex /\(regex.pattern)/ ran out of its time budget; body unchanged")
+                    return body
+                case .failure(.matchBudget):
+                    let budget = PCRE2Pattern.Budget.standard
+                    notes.append("replace (\(rule)): regex /\(regex.pattern)/ needed more than \(budget.steps) backtracking "
+                                 + "steps (or \(budget.heapKiB >> 10) MiB) for one match; body unchanged")
                     return body
                 case .failure(.tooLarge):
                     notes.append("replace (\(rule)): regex /\(regex.pattern)/ would make the body larger than "

@@ -33,8 +33,10 @@ struct CompiledRegex: Sendable {
 
     /// Why `replacing` gave up.
     enum ReplaceFailure: Error, Equatable {
-        /// A match ran out of its budget, or `deadline` passed between matches.
-        case overBudget
+        /// One match needed more backtracking steps or heap than `PCRE2Pattern.Budget` allows.
+        case matchBudget
+        /// `deadline` passed between matches.
+        case timeBudget
         /// The result would have been larger than `maxBytes`.
         case tooLarge
     }
@@ -58,11 +60,11 @@ struct CompiledRegex: Sendable {
             var copied = 0, position = 0, matched = false
             while position <= bytes.count {
                 switch compiled.match(bytes, from: position, scratch: scratch) {
-                case .overBudget: return .failure(.overBudget)
+                case .overBudget: return .failure(.matchBudget)
                 case .noMatch: position = bytes.count + 1; continue
                 case .match: break
                 }
-                guard let whole = compiled.range(ofGroup: 0, in: scratch) else { return .failure(.overBudget) }
+                guard let whole = compiled.range(ofGroup: 0, in: scratch) else { return .failure(.matchBudget) }
                 if !matched { out.reserveCapacity(min(bytes.count, maxBytes)) }
                 matched = true
                 out.append(contentsOf: bytes[copied..<whole.lowerBound])
@@ -77,7 +79,7 @@ struct CompiledRegex: Sendable {
                     position += 1
                     while position < bytes.count && bytes[position] & 0xC0 == 0x80 { position += 1 }
                 }
-                if ContinuousClock.now >= deadline { return .failure(.overBudget) }
+                if ContinuousClock.now >= deadline { return .failure(.timeBudget) }
             }
             guard matched else { return nil }
             out.append(contentsOf: bytes[copied...])
