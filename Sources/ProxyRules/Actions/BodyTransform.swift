@@ -3,7 +3,8 @@ import ProxyModel
 /// One `replace` item: a regex (with `$1`… in `with`) or a literal text.
 struct Replacement: Sendable {
     enum Pattern: Sendable {
-        case regex(CompiledRegex)
+        /// The regex, and `with` read as its template once, at load.
+        case regex(CompiledRegex, ReplacementTemplate)
         case text(String)
     }
 
@@ -107,8 +108,7 @@ struct BodyTransformChain: BodyTransforming {
                     return body
                 }
                 text = text.replacing(literal, with: replacement.with)
-            case .regex(let regex):
-                let template = ReplacementTemplate(replacement.with, groupCount: regex.groupCount)
+            case .regex(let regex, let template):
                 switch regex.replacing(in: text, with: template, deadline: deadline,
                                        maxBytes: BodyTransformLimits.maxDecodedBytes) {
                 case .success(let replaced):

@@ -85,7 +85,7 @@ extension RuleParser {
                     ctx.error(withNode, "'with' uses $\(used) but the regex has only \(regex.groupCount) group\(regex.groupCount == 1 ? "" : "s")")
                     return nil
                 }
-                return Replacement(pattern: .regex(regex), with: with)
+                return Replacement(pattern: .regex(regex, ReplacementTemplate(with, groupCount: regex.groupCount)), with: with)
             case .failure(let failure):
                 ctx.error(regexNode, "bad regex '\(pattern)': \(failure.reason)")
                 return nil

@@ -41,13 +41,6 @@ struct CompiledRegex: Sendable {
         case tooLarge
     }
 
-    /// `text` with every match replaced by `template` expanded (see `ReplacementTemplate`), or nil when a match ran
-    /// out of its budget or `deadline` passed between matches.
-    func replacingAll(in text: String, with template: ReplacementTemplate,
-                      deadline: ContinuousClock.Instant) -> String? {
-        try? replacing(in: text, with: template, deadline: deadline, maxBytes: .max).get()
-    }
-
     /// `text` with every match replaced by `template` expanded, as long as it stays within `maxBytes` of UTF-8.
     /// Matches do not overlap; after an empty match the search goes on one character further, as
     /// NSRegularExpression's (ICU's) does.
