@@ -165,6 +165,17 @@ import Testing
         #expect(result.2 == ["replace (evil): regex /(a+)+$/ needed more than 2000000 backtracking steps (or 16 MiB) for one match; body unchanged"])
     }
 
+    /// Many cheap matches: each is within its step budget, and the time budget is checked between them.
+    @Test func timeBudgetBetweenMatches() throws {
+        let regex = try CompiledRegex.compile("a").get()
+        let replacement = Replacement(pattern: .regex(regex, ReplacementTemplate("b", groupCount: 0)), with: "b")
+        var notes: [String] = []
+        let body = Array(repeating: UInt8(ascii: "a"), count: 1000)
+        let out = BodyTransformChain.replace(body, [replacement], rule: "many", deadline: .now - .seconds(1), notes: &notes)
+        #expect(out == body)
+        #expect(notes == ["replace (many): regex /a/ ran out of its time budget; body unchanged"])
+    }
+
     /// A short body an upstream fills with what an ordinary rule matches: 1 MiB of `x`, each `x` replaced by 100
     /// bytes, was a 100 MiB body (16 MiB would have been gigabytes, bounded only by the time budget). The result
     /// may grow to the decoded-body bound, no further.
