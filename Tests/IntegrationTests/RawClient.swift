@@ -54,31 +54,51 @@ final class RawClient: @unchecked Sendable {
     /// before the connect (so the window it announces is small from the start): a client that stops reading then
     /// holds back only that much.
     static func connect(port: Int, readTimeout: Duration = .seconds(10), receiveBuffer: Int? = nil) async throws -> RawClient {
+        try await blocking { try connectNow(port: port, readTimeout: readTimeout, receiveBuffer: receiveBuffer) }
+    }
+
+    /// Connects and sends `first` on one thread, with no suspension between: under a short `--idle-timeout`, a
+    /// cooperative pool kept busy by other tests could otherwise hold the test between the two for longer than the
+    /// proxy waits for a silent connection (it closes it, and the request is never read).
+    static func connect(port: Int, readTimeout: Duration = .seconds(10), receiveBuffer: Int? = nil,
+                        sending first: String) async throws -> RawClient {
         try await blocking {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
-            if var size = receiveBuffer.map(Int32.init) {
-                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-            }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let client = RawClient(fd: fd, readTimeout: readTimeout)
-            let seconds = readTimeout.components.seconds
-            var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(readTimeout.components.attoseconds / 1_000_000_000_000))
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            guard result == 0 else { throw Failure("connect 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
+            let client = try connectNow(port: port, readTimeout: readTimeout, receiveBuffer: receiveBuffer)
+            try client.sendNow(Array(first.utf8))
             return client
         }
+    }
+
+    private static func connectNow(port: Int, readTimeout: Duration, receiveBuffer: Int?) throws -> RawClient {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
+        if var size = receiveBuffer.map(Int32.init) {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let client = RawClient(fd: fd, readTimeout: readTimeout)
+        let seconds = readTimeout.components.seconds
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(readTimeout.components.attoseconds / 1_000_000_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else { throw Failure("connect 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
+        return client
+    }
+
+    /// Runs `script` against this client on one thread of its own: a sequence of steps that must follow each other
+    /// without a pause a starved cooperative pool could stretch (each async call above is a suspension).
+    func run<T: Sendable>(_ script: @escaping @Sendable (RawClient) throws -> T) async throws -> T {
+        try await RawClient.blocking { try script(self) }
     }
 
     // MARK: sending
@@ -101,7 +121,8 @@ final class RawClient: @unchecked Sendable {
         }
     }
 
-    private func sendNow(_ bytes: [UInt8]) throws {
+    /// Sends every byte (the synchronous step, for `run` scripts).
+    func sendNow(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -129,12 +150,31 @@ final class RawClient: @unchecked Sendable {
 
     /// Reads at least `count` bytes (fewer only if the peer closes first) and returns them.
     func read(atLeast count: Int) async throws -> [UInt8] {
-        try await RawClient.blocking {
-            while self.buffer.count < count && !self.sawEOF { try self.fill() }
-            let taken = Array(self.buffer.prefix(max(count, self.buffer.count)))
-            self.buffer.removeAll()
-            return taken
+        try await RawClient.blocking { try self.readNow(atLeast: count) }
+    }
+
+    /// `read(atLeast:)`, the synchronous step (for `run` scripts).
+    func readNow(atLeast count: Int) throws -> [UInt8] {
+        while buffer.count < count && !sawEOF { try fill() }
+        let taken = Array(buffer.prefix(max(count, buffer.count)))
+        buffer.removeAll()
+        return taken
+    }
+
+    /// Reads a request head, to its empty line (what is left of the read stays buffered).
+    func readHeadNow() throws -> String {
+        while findEmptyLine() == nil && !sawEOF { try fill() }
+        let end = findEmptyLine().map { $0 + 4 } ?? buffer.count
+        defer { buffer.removeFirst(end) }
+        return String(decoding: buffer[0..<end], as: UTF8.self)
+    }
+
+    private func findEmptyLine() -> Int? {
+        guard buffer.count >= 4 else { return nil }
+        for i in 0...(buffer.count - 4) where buffer[i] == 13 && buffer[i + 1] == 10 && buffer[i + 2] == 13 && buffer[i + 3] == 10 {
+            return i
         }
+        return nil
     }
 
     /// Reads until the peer closes or `deadline` passes, at most `step` bytes per `recv`, pausing `pause` after each
@@ -143,18 +183,24 @@ final class RawClient: @unchecked Sendable {
     func readPaced(step: Int, pause: Duration, slowUntil: ContinuousClock.Instant,
                    deadline: ContinuousClock.Instant) async throws -> [UInt8] {
         try await RawClient.blocking {
-            var received = self.buffer
-            self.buffer.removeAll()
-            while !self.sawEOF, ContinuousClock.now < deadline {
-                try self.fill(upTo: step)
-                received += self.buffer
-                self.buffer.removeAll()
-                if ContinuousClock.now < slowUntil {
-                    Thread.sleep(forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
-                }
-            }
-            return received
+            try self.readPacedNow(step: step, pause: pause, slowUntil: slowUntil, deadline: deadline)
         }
+    }
+
+    /// `readPaced`, the synchronous step (for `run` scripts).
+    func readPacedNow(step: Int, pause: Duration, slowUntil: ContinuousClock.Instant,
+                      deadline: ContinuousClock.Instant) throws -> [UInt8] {
+        var received = buffer
+        buffer.removeAll()
+        while !sawEOF, ContinuousClock.now < deadline {
+            try fill(upTo: step)
+            received += buffer
+            buffer.removeAll()
+            if ContinuousClock.now < slowUntil {
+                Thread.sleep(forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
+            }
+        }
+        return received
     }
 
     /// Whether the peer closed the connection within the read timeout (bytes still arriving are discarded).
@@ -254,7 +300,8 @@ final class RawClient: @unchecked Sendable {
         return taken
     }
 
-    private func readResponseNow(method: String) throws -> Response {
+    /// Reads and parses one response (the synchronous step, for `run` scripts).
+    func readResponseNow(method: String = "GET") throws -> Response {
         let statusLine = try readLine()
         let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/"), let status = Int(parts[1]) else {
@@ -347,13 +394,58 @@ final class RawListener: @unchecked Sendable {
 
     /// The next connection, within `timeout`; its reads are bounded by `readTimeout`.
     func accept(timeout: Duration = .seconds(10), readTimeout: Duration = .seconds(10)) async throws -> RawClient {
-        try await RawClient.blocking {
-            var poller = pollfd(fd: self.fd, events: Int16(POLLIN), revents: 0)
-            let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-            guard poll(&poller, 1, milliseconds) == 1 else { throw RawClient.Failure("no connection within \(timeout)") }
-            let connection = Glibc.accept(self.fd, nil, nil)
-            guard connection >= 0 else { throw RawClient.Failure("accept: \(String(cString: strerror(errno)))") }
-            return RawClient.adopting(connection, readTimeout: readTimeout)
+        try await RawClient.blocking { try self.acceptNow(timeout: timeout, readTimeout: readTimeout) }
+    }
+
+    /// Accepts the next connection and runs `script` on it, on a thread started now: a server that answers a
+    /// handshake at once, however long the cooperative pool keeps the test from awaiting it (a proxy waiting for the
+    /// answer under a short `--idle-timeout` gives up after it). Await `value` for the script's result.
+    func serving<T: Sendable>(timeout: Duration = .seconds(10), readTimeout: Duration = .seconds(10),
+                              _ script: @escaping @Sendable (RawClient) throws -> T) -> ThreadJob<T> {
+        ThreadJob { try script(self.acceptNow(timeout: timeout, readTimeout: readTimeout)) }
+    }
+
+    private func acceptNow(timeout: Duration, readTimeout: Duration) throws -> RawClient {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        guard poll(&poller, 1, milliseconds) == 1 else { throw RawClient.Failure("no connection within \(timeout)") }
+        let connection = Glibc.accept(fd, nil, nil)
+        guard connection >= 0 else { throw RawClient.Failure("accept: \(String(cString: strerror(errno)))") }
+        return RawClient.adopting(connection, readTimeout: readTimeout)
+    }
+}
+
+/// Work running on a thread of its own from the moment it is made; `value` waits for it without holding a thread
+/// of the cooperative pool.
+final class ThreadJob<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var result: Result<T, any Error>?
+    private var waiter: CheckedContinuation<T, any Error>?
+
+    init(_ work: @escaping @Sendable () throws -> T) {
+        Thread.detachNewThread { [self] in
+            let outcome = Result { try work() }
+            lock.lock()
+            result = outcome
+            let waiting = waiter
+            waiter = nil
+            lock.unlock()
+            waiting?.resume(with: outcome)
+        }
+    }
+
+    var value: T {
+        get async throws {
+            try await withCheckedThrowingContinuation { continuation in
+                lock.lock()
+                if let result {
+                    lock.unlock()
+                    continuation.resume(with: result)
+                } else {
+                    waiter = continuation
+                    lock.unlock()
+                }
+            }
         }
     }
 }

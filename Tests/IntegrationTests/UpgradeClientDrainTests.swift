@@ -54,14 +54,11 @@ struct UpgradeClientDrainTests {
         let listener = try RawListener()
         defer { listener.close() }
         try await withProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy in
-            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10), receiveBuffer: 4096)
-            defer { client.close() }
-            try await client.send(relay.handshake(port: listener.port))
             // A send that waits 500 ms (SO_SNDTIMEO) throws: every buffer between the server and the client is full.
-            let server = try await listener.accept(readTimeout: .milliseconds(500))
+            let (client, server) = try await Self.upgrade(relay, proxy: proxy, listener: listener, receiveBuffer: 4096,
+                                                          serverTimeout: .milliseconds(500))
+            defer { client.close() }
             defer { server.close() }
-            _ = try await Self.readHead(server)
-            try await server.send(relay.accept)
             #expect(try await client.readResponse().status == 101)
             let chunk = relay.payload(240_000)
             let cap = 256 * 1024 * 1024
@@ -91,13 +88,10 @@ struct UpgradeClientDrainTests {
         let listener = try RawListener()
         defer { listener.close() }
         try await withProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy in
-            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10), receiveBuffer: 4096)
+            let (client, server) = try await Self.upgrade(.websocket, proxy: proxy, listener: listener, receiveBuffer: 4096,
+                                                          serverTimeout: .milliseconds(500))
             defer { client.close() }
-            try await client.send(Relay.websocket.handshake(port: listener.port))
-            let server = try await listener.accept(readTimeout: .milliseconds(500))
             defer { server.close() }
-            _ = try await Self.readHead(server)
-            try await server.send(Relay.websocket.accept)
             #expect(try await client.readResponse().status == 101)
             let chunk = Relay.websocket.payload(240_000)
             var sent = 0
@@ -123,25 +117,30 @@ struct UpgradeClientDrainTests {
         let listener = try RawListener()
         defer { listener.close() }
         try await withProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy in
-            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10))
-            defer { client.close() }
-            try await client.send(relay.handshake(port: listener.port))
-            let server = try await listener.accept(readTimeout: .seconds(60))
-            defer { server.close() }
-            _ = try await Self.readHead(server)
-            try await server.send(relay.accept)
-            #expect(try await client.readResponse().status == 101)
             let payload = relay.payload(8 * 1024 * 1024)
-            let sending = Task {
-                try await server.send(payload)
+            // The server answers, sends everything and closes, all on a thread of its own, and the client's whole
+            // part is one step too: once the server has finished, a client that reads nothing for --idle-timeout
+            // (1 s) is let go, and a busy cooperative pool could hold a test between two awaits for longer.
+            let serving = listener.serving(readTimeout: .seconds(60)) { server in
+                defer { server.close() }
+                _ = try server.readHeadNow()
+                try server.sendNow(Array(relay.accept.utf8))
+                try server.sendNow(payload)
                 server.close()
                 return ContinuousClock.now
             }
-            // About 2.5 MB/s: the client is still reading, for seconds, after the server closed.
-            let received = try await client.readPaced(step: 256 * 1024, pause: .milliseconds(100),
-                                                      slowUntil: .now + .seconds(60), deadline: .now + .seconds(60))
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10),
+                                                     sending: relay.handshake(port: listener.port))
+            defer { client.close() }
+            let (status, received) = try await client.run { client in
+                let status = try client.readResponseNow().status
+                // About 2.5 MB/s: the client is still reading, for seconds, after the server closed.
+                return (status, try client.readPacedNow(step: 256 * 1024, pause: .milliseconds(100),
+                                                        slowUntil: .now + .seconds(60), deadline: .now + .seconds(60)))
+            }
             let drained = ContinuousClock.now
-            let serverClosed = try await sending.value
+            #expect(status == 101)
+            let serverClosed = try await serving.value
             print("upgrade drain (\(relay)): the client took \(drained - serverClosed) after the server closed")
             #expect(received.count == payload.count)
             #expect(received == payload, "\(relay): the bytes differ")
@@ -158,13 +157,10 @@ struct UpgradeClientDrainTests {
         try await withProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy in
             // A small receive buffer: each read the client makes opens its window, so the proxy's kernel sees it (a
             // large one lets a slow client read for seconds from its own buffer while nothing moves on the wire).
-            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10), receiveBuffer: 64 * 1024)
+            let (client, server) = try await Self.upgrade(.raw, proxy: proxy, listener: listener, receiveBuffer: 64 * 1024,
+                                                          serverTimeout: .milliseconds(500))
             defer { client.close() }
-            try await client.send(Relay.raw.handshake(port: listener.port))
-            let server = try await listener.accept(readTimeout: .milliseconds(500))
             defer { server.close() }
-            _ = try await Self.readHead(server)
-            try await server.send(Relay.raw.accept)
             #expect(try await client.readResponse().status == 101)
             let payload = Relay.raw.payload(16 * 1024 * 1024)
             let flooding = Task {
@@ -184,6 +180,28 @@ struct UpgradeClientDrainTests {
             #expect(record.webSocket?.close?.reason.contains("--idle-timeout") == false, "\(String(describing: record.webSocket?.close))")
             #expect(received.count == record.webSocket?.receivedBytes)
             #expect(received == Array(payload.prefix(received.count)))
+        }
+    }
+
+    /// The client's handshake through the proxy, and the server's 101, with no await between the steps the proxy
+    /// times at --idle-timeout (1 s): the client connects and sends in one step, and the server answers on a thread
+    /// started before. (A busy cooperative pool held a test between `connect` and `send` for longer than a second,
+    /// the proxy closed the silent connection, and the server waited in vain: "no connection within 10 s".)
+    /// Returns the client, its 101 unread, and the server's end. `serverTimeout` bounds the server's reads and sends.
+    static func upgrade(_ relay: Relay, proxy: ProxyHarness, listener: RawListener, receiveBuffer: Int? = nil,
+                        serverTimeout: Duration) async throws -> (client: RawClient, server: RawClient) {
+        let serving = listener.serving(readTimeout: serverTimeout) { server in
+            _ = try server.readHeadNow()
+            try server.sendNow(Array(relay.accept.utf8))
+            return server
+        }
+        let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(10), receiveBuffer: receiveBuffer,
+                                                 sending: relay.handshake(port: listener.port))
+        do {
+            return (client, try await serving.value)
+        } catch {
+            client.close()
+            throw error
         }
     }
 
