@@ -47,8 +47,7 @@ for t in valgrind callgrind_control callgrind_annotate objcopy "${CC:-cc}" nginx
   command -v "$t" >/dev/null || { echo "$t is not installed (apt-get install valgrind binutils gcc nginx-light curl python3)" >&2; exit 1; }
 done
 if [ -z "${HOOKPROXY:-}" ]; then
-  swift build -c release --product hookproxy >&2
-  HOOKPROXY="$(swift build -c release --show-bin-path)/hookproxy"
+  HOOKPROXY=$(bash "$ROOT/bench/build-release.sh")
 fi
 HOOKPROXY=$(realpath "$HOOKPROXY")
 DEMANGLE=(cat)
@@ -77,23 +76,8 @@ say() { printf '== %s\n' "$*" >&2; }
 
 # ---------------------------------------------------------------------------------------------------- upstream, rules
 mkdir -p "$T/www" "$T/nginx" "$T/rules" "$T/rules50" "$T/cg"
-# Valgrind 3.19 gives up on the DWARF 5 the toolchain's clang writes for the C targets (BoringSSL): it runs a copy
-# without debug sections. The symbol table stays, and callgrind counts per function from it.
-objcopy --strip-debug "$HOOKPROXY" "$T/hookproxy"
-# Valgrind 3.19's rt_sigsuspend wrapper deletes its own signal from the mask it is given, writing into the caller's
-# memory; libdispatch's main thread (dispatch_main) passes a `static const` mask in .rodata, and valgrind dies with
-# SIGSEGV as the proxy starts. A preloaded sigsuspend passes a copy on the stack (called once, at start-up).
-cat >"$T/sigsuspend-copy.c" <<'EOF'
-#define _GNU_SOURCE
-#include <signal.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int sigsuspend(const sigset_t *mask) {
-    sigset_t copy = *mask;
-    return (int)syscall(SYS_rt_sigsuspend, &copy, _NSIG / 8);
-}
-EOF
-"${CC:-cc}" -O2 -shared -fPIC -o "$T/sigsuspend-copy.so" "$T/sigsuspend-copy.c"
+source "$ROOT/bench/valgrind-copy.sh"
+valgrind_copy "$HOOKPROXY" "$T"
 head -c 1024 /dev/urandom >"$T/www/1k.bin"; chmod -R a+rX "$T/www"
 NP=$(free_port)
 cat >"$T/nginx/nginx.conf" <<EOF

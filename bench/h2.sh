@@ -54,8 +54,7 @@ if [ -n "${BENCH_HOOKPROXY:-}" ]; then
   HOOKPROXY=$BENCH_HOOKPROXY
 else
   say "building hookproxy (release)"
-  swift build -c release --product hookproxy >&2
-  HOOKPROXY="$(swift build -c release --show-bin-path)/hookproxy"
+  HOOKPROXY=$(bash "$ROOT/bench/build-release.sh")
 fi
 
 T=$(mktemp -d /tmp/hookproxy-bench-h2.XXXXXX)

@@ -12,8 +12,7 @@ cd "$ROOT"
 DUR=${BENCH_DURATION:-8}
 command -v perf >/dev/null || { echo "perf is not installed (apt-get install linux-perf)" >&2; exit 1; }
 PATH="$PATH:/usr/sbin:/sbin"
-swift build -c release --product hookproxy >&2
-HOOKPROXY="$(swift build -c release --show-bin-path)/hookproxy"
+HOOKPROXY=$(bash "$ROOT/bench/build-release.sh")
 
 T=$(mktemp -d /tmp/hookproxy-profile.XXXXXX)
 chmod 755 "$T"

@@ -46,7 +46,7 @@ else
   SRC_BIN="$ROOT/.build/release/hookproxy"
   if [ ! -x "$SRC_BIN" ]; then
     say "building hookproxy (release)"
-    swift build -c release --product hookproxy >&2
+    SRC_BIN=$(bash "$ROOT/bench/build-release.sh")
   fi
 fi
 [ -x "$SRC_BIN" ] || { echo "soak: no hookproxy binary at $SRC_BIN" >&2; exit 2; }

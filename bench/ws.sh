@@ -20,8 +20,7 @@ PY="$VENV/bin/python3"
 MITMDUMP="$VENV/bin/mitmdump"
 [ -x "$MITMDUMP" ] || MITMDUMP=""
 if [ -n "${BENCH_HOOKPROXY:-}" ]; then HOOKPROXY=$BENCH_HOOKPROXY; else
-  swift build -c release --product hookproxy >&2
-  HOOKPROXY="$(swift build -c release --show-bin-path)/hookproxy"
+  HOOKPROXY=$(bash "$ROOT/bench/build-release.sh")
 fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 PIDS=()
