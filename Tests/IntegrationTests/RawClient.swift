@@ -161,6 +161,14 @@ final class RawClient: @unchecked Sendable {
         return taken
     }
 
+    /// What one `recv` of at most `limit` bytes brings (what is buffered already, if anything is); empty once the peer
+    /// closed. A reader that takes little at a time.
+    func readSomeNow(upTo limit: Int) throws -> [UInt8] {
+        if buffer.isEmpty && !sawEOF { try fill(upTo: limit) }
+        defer { buffer.removeAll() }
+        return buffer
+    }
+
     /// Reads a request head, to its empty line (what is left of the read stays buffered).
     func readHeadNow() throws -> String {
         while findEmptyLine() == nil && !sawEOF { try fill() }

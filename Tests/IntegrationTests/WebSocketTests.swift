@@ -370,8 +370,10 @@ struct WebSocketTests {
     }
 
     /// Runs a ws_client.py scenario that brings its own TLS server (Python's websockets, which negotiates
-    /// permessage-deflate) with the test CA's leaf, through a proxy intercepting `localhost` with `rules`.
-    static func deflateScenario(_ scenario: String, rules: String = "",
+    /// permessage-deflate, unless `deflate` is false) with the test CA's leaf, through a proxy intercepting
+    /// `localhost` with `rules`.
+    static func deflateScenario(_ scenario: String, rules: String = "", deflate: Bool = true,
+                                environment: [String: String] = [:],
                                 _ body: ([String: Any], ProxyHarness) async throws -> Void) async throws {
         let ca = TestCA.shared
         let directory = try TemporaryDirectory()
@@ -380,9 +382,9 @@ struct WebSocketTests {
         try await Self.intercepted(rules: rules, capture: true) { _, proxy, caPath in
             let out = try await Self.client(proxy, "wss://localhost:1/", scenario, ca: caPath, environment: [
                 "WS_SERVER_CERT": cert, "WS_SERVER_KEY": directory.path + "/server.key",
-            ])
+            ].merging(environment) { $1 })
             #expect(out["error"] == nil, "\(out)")
-            #expect((out["extensions"] as? String ?? "").contains("permessage-deflate"), "\(out)")
+            #expect((out["extensions"] as? String ?? "").contains("permessage-deflate") == deflate, "\(out)")
             try await body(out, proxy)
         }
     }

@@ -11,7 +11,8 @@ import ProxyUpstream
 /// pipeline) go to the server, frames from the server (parsed by the same decoder, hosted in an `EmbeddedChannel`
 /// fed with the upstream connection's bytes) go to the client. Each frame is forwarded as it arrives, as it came
 /// (fragmentation, RSV bits, the client's masking key), unless a `websocket` rule edits that direction's text
-/// messages. Ping, pong and close frames pass both ways; a side that vanishes closes the other. What was already
+/// messages; a data frame over a MiB goes on in fragments of a MiB, cut as its bytes come (`FrameSplitter`, in
+/// front of each decoder), so that no direction holds a big frame whole. Ping, pong and close frames pass both ways; a side that vanishes closes the other. What was already
 /// taken from the side that left still goes to the other before that connection closes: toward the client through
 /// NIO's pending writes, toward the server (the client's close frame too) through `UpstreamConnection.closeWhenSent`,
 /// both bounded by `--idle-timeout`: once the server has finished (or the session ended), a client that takes none
@@ -44,6 +45,8 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private var reads = ReadGate()
     private var ended = false
     private let drain: ClientDrainWatch
+    /// What cuts each direction's big frames into fragments; nil when an extension hookproxy does not know was agreed.
+    private let splitter: FrameSplitter?
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
         self.handshake = handshake
@@ -51,9 +54,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         self.log = WebSocketLog(protocolName: "websocket")
         self.drain = ClientDrainWatch(timeout: handshake.clientIdleTimeout)
         self.captureLimit = handshake.proxy.configuration.captureBodies ? handshake.proxy.limits.captureLimit : 0
-        let deflate = handshake.responseHeaders.flatMap {
-            DeflateAgreement(serverAnswer: $0.values(for: "sec-websocket-extensions"))
-        }
+        let extensions = handshake.responseHeaders?.values(for: "sec-websocket-extensions") ?? []
+        let deflate = DeflateAgreement(serverAnswer: extensions)
+        splitter = FrameSplitter.allowed(extensions: extensions)
+            ? FrameSplitter(maxFrameSize: WebSocketSession.maxFrameSize, knowsRSV1: deflate != nil) : nil
         toServer = MessageFlow(direction: .send, transform: handshake.plan.webSocketToServer,
                                inflater: deflate.map { MessageInflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) },
                                deflater: deflate.flatMap { MessageDeflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) })
@@ -66,9 +70,11 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     func install(on pipeline: ChannelPipeline.SynchronousOperations) throws {
         let codec = EmbeddedChannel()
+        if let splitter { try codec.pipeline.syncOperations.addHandler(FrameSplittingHandler(splitter)) }
         try codec.pipeline.syncOperations.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketSession.maxFrameSize)))
         try codec.pipeline.syncOperations.addHandler(WebSocketFrameEncoder())
         upstreamCodec = codec
+        if let splitter { try pipeline.addHandler(FrameSplittingHandler(splitter)) }
         try pipeline.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketSession.maxFrameSize)))
         try pipeline.addHandler(WebSocketFrameEncoder())
         try pipeline.addHandler(self)

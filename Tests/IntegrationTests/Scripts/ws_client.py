@@ -26,13 +26,13 @@ def connect(**extra):
     return websockets.connect(target, **kwargs)
 
 
-async def deflate_server(handler):
+async def deflate_server(handler, compression="deflate", **extra):
     """The deflate scenarios' own server (the `websockets` one, which negotiates permessage-deflate), on TLS with the
     certificate and key in WS_SERVER_CERT / WS_SERVER_KEY, on a free port; TARGET becomes its URL (its port ignored)."""
     global target
     server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ssl.load_cert_chain(os.environ["WS_SERVER_CERT"], os.environ["WS_SERVER_KEY"])
-    server = await websockets.serve(handler, "127.0.0.1", 0, ssl=server_ssl, compression="deflate")
+    server = await websockets.serve(handler, "127.0.0.1", 0, ssl=server_ssl, compression=compression, **extra)
     target = f"wss://localhost:{server.sockets[0].getsockname()[1]}/deflate"
     return server
 
@@ -178,6 +178,28 @@ async def main():
                     out.setdefault("replies", []).append(await asyncio.wait_for(ws.recv(), 20))
                 await ws.close(1000)
             out["server_received"] = received
+            server.close()
+        elif scenario == "huge":
+            # A 20 MiB binary message and a 20 MiB text one, each sent as one frame, echoed by the server (one frame
+            # each too), with permessage-deflate when WS_COMPRESSION is "deflate" (random bytes: the compressed
+            # frames stay about that big). Both ends compare what they got with what was sent.
+            compression = os.environ.get("WS_COMPRESSION") or None
+            binary = os.urandom(20 * 1024 * 1024)
+            text = base64.b64encode(os.urandom(15 * 1024 * 1024)).decode()
+            server_equal = []
+
+            async def echo_handler(ws):
+                async for message in ws:
+                    server_equal.append(message == (binary if isinstance(message, bytes) else text))
+                    await ws.send(message)
+            server = await deflate_server(echo_handler, compression=compression, max_size=None)
+            async with connect(compression=compression) as ws:
+                out["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
+                for message in [binary, text]:
+                    await ws.send(message)
+                    out.setdefault("echoed", []).append(await asyncio.wait_for(ws.recv(), 60) == message)
+                await ws.close(1000)
+            out["server_equal"] = server_equal
             server.close()
         elif scenario == "long":
             # One session of many small messages (WS_MESSAGES, 12000), each echoed before the next.
