@@ -15,11 +15,27 @@ import Glibc
 struct WebSocketBigFrameTests {
     static let fragment = 1 << 20
 
+    enum Compression: String, CaseIterable, Sendable {
+        /// No permessage-deflate.
+        case none
+        /// permessage-deflate: the proxy inflates each message's fragments, one after the other, for the log.
+        case deflate
+        /// permessage-deflate and a `websocket` rule on the client's messages: the proxy inflates each of them whole,
+        /// from its fragments, and compresses it again itself (the rule's text never comes: nothing changes).
+        case deflateEdited
+    }
+
     @Test("a 20 MiB frame each way, binary and text, plain and permessage-deflate: each peer gets the message byte for byte, and the log one message each",
-          arguments: [false, true])
-    func hugeFramesArriveWhole(deflate: Bool) async throws {
-        try await WebSocketTests.deflateScenario("huge", deflate: deflate,
-                                                 environment: ["WS_COMPRESSION": deflate ? "deflate" : ""]) { out, proxy in
+          arguments: Compression.allCases)
+    func hugeFramesArriveWhole(compression: Compression) async throws {
+        let rules = compression != .deflateEdited ? "" : """
+            - name: ws-edit
+              match: { host: localhost, websocket: true }
+              websocket:
+                to_server: { replace: [{ text: "~never~", with: "!" }] }
+            """
+        try await WebSocketTests.deflateScenario("huge", rules: rules, deflate: compression != .none,
+                                                 environment: ["WS_COMPRESSION": compression == .none ? "" : "deflate"]) { out, proxy in
             #expect(out["server_equal"] as? [Bool] == [true, true], "the server got both messages as sent: \(out)")
             #expect(out["echoed"] as? [Bool] == [true, true], "the client got both echoes as sent: \(out)")
             let record = try #require(await WebSocketTests.sessionRecord(proxy))
@@ -31,6 +47,11 @@ struct WebSocketBigFrameTests {
             #expect(session.messages.map(\.opcode) == [2, 2, 1, 1])
             #expect(session.messages.map(\.size) == [size, size, size, size])
             #expect(session.close?.code == 1000, "\(String(describing: session.close))")
+            if compression == .deflateEdited {
+                // The text message went through the rule (too big to edit) and hookproxy's compressor.
+                let notes = record.events.map(\.action)
+                #expect(notes.contains { $0.hasPrefix("to_server message over") && $0.hasSuffix("bytes: sent unchanged") }, "\(notes)")
+            }
         }
     }
 
