@@ -173,6 +173,47 @@ struct WebSocketBigFrameTests {
         }
     }
 
+    /// A big frame relayed in fragments and cut short: the server got part of the message, which the log left out (it
+    /// listed messages at their last frame only).
+    @Test("a session that ends inside a big frame: the log lists the message as far as it went on, truncated")
+    func cutShortFrameIsLogged() async throws {
+        let listener = try RawListener()
+        defer { listener.close() }
+        try await withProxy({ $0.captureBodies = true }) { proxy in
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(30))
+            defer { client.close() }
+            try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(listener.port)/", host: "127.0.0.1:\(listener.port)"))
+            let server = try await listener.accept(timeout: .seconds(30), readTimeout: .seconds(30))
+            defer { server.close() }
+            _ = try await UpgradeClientDrainTests.readHead(server)
+            try await server.send(WebSocketAdversarialTests.accept)
+            #expect(try await client.readResponse().status == 101)
+            let key: [UInt8] = [9, 8, 7, 6]
+            let sent = 3 * Self.fragment
+            let payload = Self.masked(pattern(count: sent), key)
+            // The header of a 10 MiB frame, and 3 MiB of it.
+            try await client.send(Self.head(opcode: 2, length: 10 * Self.fragment, key: key) + payload)
+            let follower = try await server.run { server in
+                var follower = FrameFollower(expected: payload)
+                while follower.matched < sent {
+                    let bytes = try server.readSomeNow(upTo: 256 * 1024)
+                    guard !bytes.isEmpty else { break }
+                    follower.take(bytes)
+                }
+                return follower
+            }
+            #expect(follower.matched == sent && follower.mismatchAt == nil && follower.heads.count == 3)
+            client.close()
+            #expect(await server.waitForClose(), "the server's connection closes")
+            let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
+            let session = try #require(record.webSocket)
+            #expect(session.sentMessages == 1 && session.sentBytes == sent, "\(session.sentMessages) \(session.sentBytes)")
+            let message = try #require(session.messages.first)
+            #expect(message.opcode == 2 && message.size == sent && message.truncated)
+            #expect(message.data == Array(pattern(count: sent).prefix(message.data.count)) && !message.data.isEmpty)
+        }
+    }
+
     /// RFC 6455 §5.4: an intermediary must not change the fragmentation of a session whose extensions it does not
     /// know (they may give RSV bits or fragments a meaning).
     @Test("under an extension hookproxy does not know, a 3 MiB frame goes on whole; under permessage-deflate, in fragments",

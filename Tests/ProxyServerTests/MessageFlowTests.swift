@@ -92,4 +92,24 @@ struct MessageFlowTests {
         let next = flow.take(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: "edit me")), room: 100)
         #expect(next.forward.map { String(buffer: $0.data) } == ["EDIT ME"])
     }
+
+    @Test("a message the session ends inside is logged as far as it went on, truncated; one held for an edit is not (none of it went on)")
+    func unfinishedMessages() throws {
+        var relayed = Self.logOnly()
+        _ = relayed.take(WebSocketFrame(fin: false, opcode: .binary, data: ByteBuffer(string: "went on")), room: 4)
+        _ = relayed.take(WebSocketFrame(fin: false, opcode: .continuation, data: ByteBuffer(string: " too")), room: 0)
+        let unfinished = relayed.unfinished()
+        let message = try #require(unfinished)
+        #expect(message.size == 11 && message.truncated && String(buffer: message.data) == "went" && message.opcode == 2)
+        let again = relayed.unfinished()
+        #expect(again == nil, "logged once")
+        var held = MessageFlow(direction: .send, transform: Shout(), inflater: nil)
+        #expect(held.take(WebSocketFrame(fin: false, opcode: .text, data: ByteBuffer(string: "held")), room: 100).forward.isEmpty)
+        let heldMessage = held.unfinished()
+        #expect(heldMessage == nil)
+        var done = Self.logOnly()
+        _ = done.take(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: "whole")), room: 100)
+        let after = done.unfinished()
+        #expect(after == nil)
+    }
 }

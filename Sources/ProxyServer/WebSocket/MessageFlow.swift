@@ -166,6 +166,15 @@ struct MessageFlow {
         return Taken(forward: forward, message: complete(data: kept))
     }
 
+    /// The message the session ended inside (its last frame never came), as far as it went on: logged truncated,
+    /// since the receiver got part of it. Nil when there is none, or when it was held for an edit (none of it went on).
+    mutating func unfinished() -> Complete? {
+        guard inMessage, !holding, !recompressing else { return nil }
+        inMessage = false
+        truncated = true
+        return complete(data: kept)
+    }
+
     private mutating func start(_ frame: WebSocketFrame, room: Int) {
         inMessage = true
         opcode = frame.opcode

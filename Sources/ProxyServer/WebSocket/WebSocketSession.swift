@@ -315,6 +315,9 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
                 context.close(promise: nil)
             }
         }
+        // A message cut short (a big frame relayed in fragments, or a client's own): what went on of it is logged.
+        if let message = toServer.unfinished() { logMessage(message) }
+        if let message = toClient.unfinished() { logMessage(message) }
         let unlisted = log.sentMessages + log.receivedMessages - log.messages.count
         let listNote = unlisted > 0
             ? ["\(unlisted) messages after the first \(WebSocketSession.maxListedMessages) not listed (counted in the totals)"] : []
