@@ -186,7 +186,7 @@ struct FrameSplitter {
 }
 
 /// A frame's header as RFC 6455 §5.2 lays it out. Pure.
-struct FrameHead {
+private struct FrameHead {
     static let maxSize = 14
     var firstByte: UInt8
     var maskKey: UInt32?

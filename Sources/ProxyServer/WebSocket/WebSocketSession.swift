@@ -12,7 +12,8 @@ import ProxyUpstream
 /// fed with the upstream connection's bytes) go to the client. Each frame is forwarded as it arrives, as it came
 /// (fragmentation, RSV bits, the client's masking key), unless a `websocket` rule edits that direction's text
 /// messages; a data frame over a MiB goes on in fragments of a MiB, cut as its bytes come (`FrameSplitter`, in
-/// front of each decoder), so that no direction holds a big frame whole. Ping, pong and close frames pass both ways; a side that vanishes closes the other. What was already
+/// front of each decoder), so that no direction holds a big frame whole. Ping, pong and close frames pass both ways;
+/// a side that vanishes closes the other. What was already
 /// taken from the side that left still goes to the other before that connection closes: toward the client through
 /// NIO's pending writes, toward the server (the client's close frame too) through `UpstreamConnection.closeWhenSent`,
 /// both bounded by `--idle-timeout`: once the server has finished (or the session ended), a client that takes none
