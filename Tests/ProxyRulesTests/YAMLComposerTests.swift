@@ -82,12 +82,21 @@ import Testing
         #expect(failure("rules: *x\n")?.mark == YAMLMark(line: 1, column: 8))
     }
 
-    @Test func mergeKeysAreOrdinaryKeys() throws {
-        let root = pairs(try compose("base: &b {x: 1}\nrule: {<<: *b, y: 2}\n"))
+    /// YAML 1.1 merge keys (PyYAML's and libyaml-based loaders' reading): explicit keys win, then the merged
+    /// mappings in order; the merged values keep the marks of where they are written.
+    @Test func mergeKeysAddTheKeysAMappingDoesNotWrite() throws {
+        let root = pairs(try compose("base: &b {x: 1, y: 1}\nrule: {<<: *b, y: 2}\n"))
         let rule = pairs(root[1].value)
-        #expect(rule.map { $0.key.string } == ["<<", "y"], "not expanded into x")
-        #expect(rule.first?.key.tag == .merge)
+        #expect(rule.map { "\($0.key.string ?? ""):\($0.value.string ?? "")" } == ["y:2", "x:1"])
+        #expect(rule[1].value.mark == YAMLMark(line: 1, column: 14), "x's value is where it is written")
+        let list = pairs(pairs(try compose("a: &a {k: a, p: a}\nb: &b {k: b, q: b}\nc: {<<: [*a, *b]}\n"))[2].value)
+        #expect(list.map { "\($0.key.string ?? ""):\($0.value.string ?? "")" } == ["k:a", "p:a", "q:b"], "the earlier mapping wins")
+        // A quoted '<<' is an ordinary key; `!!merge` merges.
+        #expect(pairs(pairs(try compose("m: {'<<': {a: 1}}\n"))[0].value).map { $0.key.string } == ["<<"])
+        #expect(pairs(pairs(try compose("m: {!!merge '<<': {a: 1}}\n"))[0].value).map { $0.key.string } == ["a"])
         #expect(failure("{<<: {a: 1}, <<: {b: 1}}")?.duplicateKeys == ["<<"])
+        #expect(failure("m: {<<: 5}\n")?.problem == "a merge key ('<<') takes a mapping or a list of mappings, found '5'")
+        #expect(failure("m: {<<: [{a: 1}, x]}\n")?.mark == YAMLMark(line: 1, column: 18))
     }
 
     @Test func repeatedKeysAreReportedAtTheFirstAndSortedByText() {

@@ -30,10 +30,27 @@ import Testing
                 ["r.yaml:1:46: duplicate key '[a]' in one mapping"])
     }
 
-    @Test func mergeKeysAreNotExpanded() {
-        let errors = errorsOf("rules:\n  - name: a\n    <<: {match: {host: x}}\n")
-        #expect(errors == ["r.yaml:3:5: unknown key '<<' in 'rule' (valid keys: \(RuleParser.ruleKeys.joined(separator: ", ")))"])
+    /// A rule file can share a match (or any mapping) between rules with an anchor and a merge key; the rule's own
+    /// keys win. (Before, `<<` was "unknown key '<<'".)
+    @Test func mergeKeysShareMappingsBetweenRules() throws {
+        let text = """
+        rules:
+          - name: a
+            match: &api {host: api.example.com, path: /v1/*}
+            respond: {status: 200}
+          - name: b
+            match: {<<: *api, path: /v2/*, method: POST}
+            respond: {status: 201}
+        """
+        #expect(errorsOf(text) == [])
+        let rules = try ruleSet(text).rules
+        #expect(rules.map { $0.match.hosts.map(\.pattern) } == [["api.example.com"], ["api.example.com"]])
+        #expect(rules.map { $0.match.path?.pattern } == ["/v1/*", "/v2/*"], "the rule's own path wins")
+        #expect(rules[1].match.methods == ["POST"])
         #expect(errorsOf("rules:\n  - name: a\n    <<: {a: 1}\n    <<: {b: 1}\n") == ["r.yaml:3:5: duplicate key '<<' in one mapping"])
+        // A merged key the rule does not know is reported where it is written.
+        #expect(errorsOf("rules:\n  - name: a\n    <<: {nope: 1}\n    respond: {status: 200}\n") ==
+                ["r.yaml:3:10: unknown key 'nope' in 'rule' — did you mean 'name'?"])
     }
 
     @Test func anAliasedValueIsReportedWhereItIsWritten() {

@@ -6,7 +6,7 @@
 ///   the same name replaces an earlier one;
 /// - a mapping whose keys repeat is an error at the first of the repeated keys (the smallest by text), naming them
 ///   all. Keys are equal when their texts and tags are (`"1"` and `1` differ: a string and an int; `x` and `'x'`
-///   do not); merge keys (`<<`) are not expanded, they are keys like any other.
+///   do not). A merge key (`<<`) adds the merged mappings' keys the mapping does not write (`expandingMerges`).
 /// Iterative: nesting is bounded by `YAMLEventReader.maxDepth`, not by the stack.
 enum YAMLComposer {
     static func compose(_ text: String) throws(YAMLSyntaxError) -> YAMLNode? {
@@ -82,7 +82,7 @@ enum YAMLComposer {
                     node = .sequence(.init(items: items, declaredTag: closed.tag, mark: closed.mark))
                 case .mapping(let pairs, _):
                     try checkDuplicates(pairs)
-                    node = .mapping(.init(pairs: pairs, declaredTag: closed.tag, mark: closed.mark))
+                    node = .mapping(.init(pairs: try expandingMerges(pairs), declaredTag: closed.tag, mark: closed.mark))
                 }
                 if let anchor = closed.anchor { anchors[anchor] = node }
             case .streamStart, .streamEnd, .documentStart, .documentEnd:
@@ -91,6 +91,50 @@ enum YAMLComposer {
             guard !open.isEmpty else { return node }
             open[open.count - 1].append(node)
         }
+    }
+
+    // MARK: merge keys
+
+    /// YAML 1.1's merge key: `<<: *defaults` (or `<<: [*a, *b]`) adds the keys of the merged mappings that the
+    /// mapping does not write itself; among several merged mappings the earlier wins. Only a plain `<<` (or one
+    /// tagged `!!merge`) merges: a quoted `'<<'` is an ordinary key. The merged values are shared, not copied
+    /// (`AliasExpansion` has already bounded how far aliases expand), and keep their marks.
+    private static func expandingMerges(_ pairs: [YAMLNode.Mapping.Element]) throws(YAMLSyntaxError) -> [YAMLNode.Mapping.Element] {
+        guard pairs.contains(where: { isMergeKey($0.key) }) else { return pairs }
+        var result = pairs.filter { !isMergeKey($0.key) }
+        var present = Set(result.map { KeyIdentity($0.key) })
+        for pair in pairs where isMergeKey(pair.key) {
+            let merged: [YAMLNode.Mapping]
+            switch pair.value {
+            case .mapping(let mapping):
+                merged = [mapping]
+            case .sequence(let sequence):
+                var mappings: [YAMLNode.Mapping] = []
+                for item in sequence {
+                    guard case .mapping(let mapping) = item else { throw notMergeable(item) }
+                    mappings.append(mapping)
+                }
+                merged = mappings
+            case .scalar:
+                throw notMergeable(pair.value)
+            }
+            for mapping in merged {
+                for element in mapping.pairs where present.insert(KeyIdentity(element.key)).inserted {
+                    result.append(element)
+                }
+            }
+        }
+        return result
+    }
+
+    private static func isMergeKey(_ key: YAMLNode) -> Bool {
+        guard case .scalar(let scalar) = key, scalar.string == "<<" else { return false }
+        return scalar.declaredTag == nil ? scalar.style == .plain : scalar.declaredTag == .merge
+    }
+
+    private static func notMergeable(_ node: YAMLNode) -> YAMLSyntaxError {
+        YAMLSyntaxError(stage: .composer, problem: "a merge key ('<<') takes a mapping or a list of mappings, found \(FileContext.describe(node))",
+                        mark: node.mark)
     }
 
     // MARK: duplicate keys

@@ -1,5 +1,5 @@
 /// A YAML node as `YAMLComposer` builds it from libyaml's events: what the rule loader reads. Aliases are resolved
-/// (an alias is the anchored node itself, with the anchored node's mark); merge keys (`<<`) are ordinary keys.
+/// (an alias is the anchored node itself, with the anchored node's mark); merge keys (`<<`) are expanded.
 /// A value: safe to read from any thread.
 enum YAMLNode: Sendable {
     case scalar(Scalar)
