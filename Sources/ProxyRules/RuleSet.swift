@@ -66,7 +66,16 @@ public final class RuleSet: Sendable {
         var local: LocalResponse?
         var candidates = hostIndex.candidates(host: request.url.host)
         while let index = candidates.next() {
-            guard let groups = matchers[index].match(request) else { continue }
+            let groups: [String]
+            switch matchers[index].matching(request) {
+            case .matched(let found): groups = found
+            case .notMatched: continue
+            case .overBudget:
+                plan.events.append(HookEvent(
+                    hook: .rule, action: "rule \(rules[index].name) skipped",
+                    detail: "its path_regex /\(matchers[index].pathRegexPattern ?? "")/ needed more than its budget of backtracking steps on this path, so the rule did not match"))
+                continue
+            }
             // Fields are read from `rules[index]` one by one, and only those the rule sets: a rule copied whole, or
             // a nil field read, costs a copy each.
             let effects = effects[index]

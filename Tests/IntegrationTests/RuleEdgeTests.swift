@@ -142,8 +142,8 @@ struct RuleEdgeTests {
 
     /// `path_regex` matches on the event loop: a pattern that backtracks without end held it (and every client on
     /// it) for as long as ICU ran: 1.6 s for this one through a release build. Now the match stops at its budget and
-    /// the rule does not match.
-    @Test("a catastrophically slow path_regex gives up: the rule does not match, and the proxy keeps answering")
+    /// the rule does not match. The exchange's log says so (before, nothing did: the rule just never fired).
+    @Test("a catastrophically slow path_regex gives up: the rule does not match, the log says why, and the proxy keeps answering")
     func slowPathRegexGivesUp() async throws {
         try await withOrigin { origin in
             let yaml = #"""
@@ -156,6 +156,9 @@ struct RuleEdgeTests {
                 let evil = try await Hooks.curl(proxy, "\(origin.baseURL)/" + String(repeating: "a", count: 60) + "!")
                 #expect(!evil.timedOut)
                 #expect(evil.status == 404)  // not the rule's 418: the origin answered
+                let skipped = await Hooks.records(proxy).flatMap(\.events).filter { $0.hook == .rule }
+                #expect(skipped.map(\.action) == ["rule evil skipped"])
+                #expect(skipped.first?.detail == "its path_regex /^/(a|aa)+$/ needed more than its budget of backtracking steps on this path, so the rule did not match")
                 let fine = try await Hooks.curl(proxy, "\(origin.baseURL)/aaaa")
                 #expect(fine.status == 418)
                 let other = try await Hooks.curl(proxy, "\(origin.baseURL)/status/200")

@@ -20,13 +20,32 @@ struct CompiledRegex: Sendable {
     /// `[$0, $1, …]` of the first match in `text` (non-participating groups are ""), or nil when nothing matches
     /// or the match ran out of its budget.
     func firstMatchGroups(in text: String) -> [String]? {
+        if case .matched(let groups) = firstMatch(in: text) { return groups }
+        return nil
+    }
+
+    /// What `firstMatch` found.
+    enum FirstMatch: Equatable {
+        /// `[$0, $1, …]`, non-participating groups "".
+        case matched([String])
+        case notMatched
+        /// The match needed more backtracking steps or heap than `PCRE2Pattern.Budget` allows: undecided.
+        case overBudget
+    }
+
+    /// The first match in `text`, telling a match that ran out of its budget from one that found nothing.
+    func firstMatch(in text: String) -> FirstMatch {
         var text = text
         return text.withUTF8 { bytes in
             let scratch = PCRE2Pattern.Scratch(for: compiled)
-            guard compiled.match(bytes, from: 0, scratch: scratch) == .match else { return nil }
-            return (0...groupCount).map { index in
-                guard let range = compiled.range(ofGroup: index, in: scratch) else { return "" }
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+            switch compiled.match(bytes, from: 0, scratch: scratch) {
+            case .noMatch: return .notMatched
+            case .overBudget: return .overBudget
+            case .match:
+                return .matched((0...groupCount).map { index in
+                    guard let range = compiled.range(ofGroup: index, in: scratch) else { return "" }
+                    return String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+                })
             }
         }
     }

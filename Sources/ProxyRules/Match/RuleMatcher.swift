@@ -12,26 +12,36 @@ final class RuleMatcher: Sendable {
 
     /// The `$0, $1…` of `path_regex` (just `[path]` without one) when the request matches, else nil.
     func match(_ request: RequestHead) -> [String]? {
+        if case .matched(let groups) = matching(request) { return groups }
+        return nil
+    }
+
+    /// Whether the request matches, telling a `path_regex` that ran out of its budget (the rule does not match,
+    /// and the log says why) from one that found nothing.
+    func matching(_ request: RequestHead) -> CompiledRegex.FirstMatch {
         let url = request.url
-        guard matchesHostAndPort(host: url.host, port: url.port) else { return nil }
-        if !spec.schemes.isEmpty && !spec.schemes.contains(url.scheme) { return nil }
-        if !spec.methods.isEmpty && !spec.methods.contains(request.method) { return nil }
-        if let websocket = spec.websocket, RuleMatcher.isWebSocketHandshake(request) != websocket { return nil }
-        if let path = spec.path, !path.matches(url.path) { return nil }
+        guard matchesHostAndPort(host: url.host, port: url.port) else { return .notMatched }
+        if !spec.schemes.isEmpty && !spec.schemes.contains(url.scheme) { return .notMatched }
+        if !spec.methods.isEmpty && !spec.methods.contains(request.method) { return .notMatched }
+        if let websocket = spec.websocket, RuleMatcher.isWebSocketHandshake(request) != websocket { return .notMatched }
+        if let path = spec.path, !path.matches(url.path) { return .notMatched }
         if !spec.query.isEmpty {
             let pairs = RuleMatcher.queryPairs(url.query)
             for (name, glob) in spec.query {
-                guard pairs.contains(where: { $0.0 == name && glob.matches($0.1) }) else { return nil }
+                guard pairs.contains(where: { $0.0 == name && glob.matches($0.1) }) else { return .notMatched }
             }
         }
         for (name, glob) in spec.headers {
-            guard request.headers.values(for: name).contains(where: { glob.matches($0) }) else { return nil }
+            guard request.headers.values(for: name).contains(where: { glob.matches($0) }) else { return .notMatched }
         }
         if let pathRegex = spec.pathRegex {
-            return pathRegex.firstMatchGroups(in: url.path)
+            return pathRegex.firstMatch(in: url.path)
         }
-        return [url.path]
+        return .matched([url.path])
     }
+
+    /// The rule's `path_regex`, for a message.
+    var pathRegexPattern: String? { spec.pathRegex?.pattern }
 
     /// Whether the request asks for a WebSocket (`Upgrade: websocket`; the server keeps the header on handshakes only).
     static func isWebSocketHandshake(_ request: RequestHead) -> Bool {
