@@ -190,6 +190,27 @@ struct HotReloadTests {
         }
     }
 
+    /// `hookproxy run --rules . > proxy.log` in the rules directory: every reload logged a line, the log's growth
+    /// was a change in the directory, and the proxy reloaded ten times a second for as long as it ran.
+    @Test("a log file growing in the rules directory does not reload the rules; a rule file added beside it does")
+    func otherFilesInTheDirectoryAreNotWatched() async throws {
+        try await withOrigin { origin in
+            try await with(["10-a.yaml": Self.respondRule("from-a", port: origin.port, path: "/a", body: "A")]) { directory, watched, proxy in
+                let log = directory.path + "/rules/proxy.log"
+                for line in 0..<20 {
+                    try directory.write(String(repeating: "a log line\n", count: line + 1), to: "rules/proxy.log")
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                #expect(FileManager.default.fileExists(atPath: log))
+                // Five watch rounds (250 ms each) with nothing but the log changing.
+                try await Task.sleep(for: .milliseconds(1250))
+                #expect(watched.results.value.isEmpty, "\(watched.results.value.count) reloads for a log file")
+                try directory.write(Self.respondRule("from-b", port: origin.port, path: "/b", body: "B"), to: "rules/20-b.yaml")
+                #expect(try await Self.pollBody(proxy, "\(origin.baseURL)/b", until: "B") == "B")
+            }
+        }
+    }
+
     @Test("--rules naming a file: edits saved by rename (as editors do) apply, again and again")
     func atomicSaveOfAWatchedFile() async throws {
         try await withOrigin { origin in

@@ -56,22 +56,27 @@ final class RuleWatcher: @unchecked Sendable {
     static func sleep(ms: Int) { usleep(useconds_t(ms * 1000)) }
 }
 
-/// What the watcher compares: per path, whether it exists, its size, mtime and inode; for a directory, the same
-/// for each rule file in it.
+/// What the watcher compares: per path, whether it exists, its size, mtime and inode; for a directory, whether it
+/// exists and its inode, and the same as for a file for each rule file in it (`RuleLoader.isRuleFileName`). Other
+/// files in a rules directory are not the rules': a console log or a HAR written there grew with every line, the
+/// proxy reloaded for it and logged that it had, which grew the file again, ten reloads a second for good.
 struct Fingerprint: Equatable {
     var entries: [String: [Int]] = [:]
 
     static func of(_ paths: [String]) -> Fingerprint {
         var print = Fingerprint()
         for path in paths {
-            print.entries[path] = statKey(path)
             var isDirectory = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory,
-               let names = try? FileManager.default.contentsOfDirectory(atPath: path) {
-                for name in names where !name.hasPrefix(".") {
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory {
+                // Not its mtime: that moves whenever any file in it is made or removed.
+                print.entries[path] = Array(statKey(path).dropFirst(3).prefix(1))
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+                where RuleLoader.isRuleFileName(name) {
                     let child = PathText.appending(name, to: path)
                     print.entries[child] = statKey(child)
                 }
+            } else {
+                print.entries[path] = statKey(path)
             }
         }
         return print
