@@ -45,6 +45,9 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private var toClient: MessageFlow
     private var reads = ReadGate()
     private var ended = false
+    /// A close frame went to that end (relayed from the other): hookproxy's own at shutdown would be a second one.
+    private var closeSentToServer = false
+    private var closeSentToClient = false
     private let drain: ClientDrainWatch
     /// What cuts each direction's big frames into fragments; nil when an extension hookproxy does not know was agreed.
     private let splitter: FrameSplitter?
@@ -128,7 +131,8 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     }
 
     /// hookproxy is shutting down (`ProxyServer.shutdown` tells every connection): both ends get the close frame a
-    /// server going down sends (1001 Going Away), and the log says hookproxy ended the session, not the client.
+    /// server going down sends (1001 Going Away), and the log says hookproxy ended the session, not the client;
+    /// unless a close frame already passed: that end gets no second one, and the log keeps the close that passed.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
         guard !ended else { return }
@@ -137,9 +141,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         payload.writeInteger(UInt16(1001))
         payload.writeString(close.reason)
         let frame = WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)
-        log.close = close
-        sendUpstream(WebSocketSession.forwardable(frame, towardServer: true, key: nil))
-        context.write(wrapOutboundOut(frame), promise: nil)
+        // RFC 6455 §5.5.1: an end sends one close frame. One already relayed stays the close the log records.
+        if log.close == nil { log.close = close }
+        if !closeSentToServer { sendUpstream(WebSocketSession.forwardable(frame, towardServer: true, key: nil)) }
+        if !closeSentToClient { context.write(wrapOutboundOut(frame), promise: nil) }
         end(close, sendingRest: true)
     }
 
@@ -233,6 +238,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
                 let reason = data.readString(length: data.readableBytes) ?? ""
                 log.close = WebSocketLog.Close(code: code, reason: reason, by: towardServer ? .client : .server)
             }
+            if towardServer { closeSentToServer = true } else { closeSentToClient = true }
             return .forward([WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)])
         case .ping, .pong:
             return .forward([WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)])
