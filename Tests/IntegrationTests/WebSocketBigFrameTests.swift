@@ -154,15 +154,7 @@ struct WebSocketBigFrameTests {
                 let text = Array(("hello " + filler).utf8)
                 let key: [UInt8] = [1, 2, 3, 4]
                 try await client.send(Self.head(opcode: 1, length: text.count, key: key) + Self.masked(text, key))
-                let follower = try await client.run { client in
-                    var follower = FrameFollower(expected: edited)
-                    while follower.matched < edited.count {
-                        let bytes = try client.readSomeNow(upTo: 256 * 1024)
-                        guard !bytes.isEmpty else { break }
-                        follower.take(bytes)
-                    }
-                    return follower
-                }
+                let follower = try await Self.follow(client, expecting: edited)
                 #expect(follower.matched == edited.count && follower.mismatchAt == nil, "the echo is the edited message")
                 #expect(follower.heads.map { $0.first & 0x0F } == [1, 0, 0, 0, 0, 0], "the server's one frame comes in 6 fragments")
                 #expect(server.records.messages == 1 && server.records.messageBytes == edited.count)
@@ -239,15 +231,7 @@ struct WebSocketBigFrameTests {
             var frame = Self.head(opcode: 2, length: payload.count, key: key) + payload
             frame[0] |= 0x40
             try await client.send(frame)
-            let follower = try await server.run { server in
-                var follower = FrameFollower(expected: payload)
-                while follower.matched < payload.count {
-                    let bytes = try server.readSomeNow(upTo: 256 * 1024)
-                    guard !bytes.isEmpty else { break }
-                    follower.take(bytes)
-                }
-                return follower
-            }
+            let follower = try await Self.follow(server, expecting: payload)
             #expect(follower.matched == payload.count && follower.mismatchAt == nil)
             let firstBytes = follower.heads.map(\.first)
             if extensions == "permessage-deflate" {
@@ -258,19 +242,23 @@ struct WebSocketBigFrameTests {
         }
     }
 
-    /// A frame's header: FIN set, `opcode`, `length` in 8 bytes when over 65,535, masked with `key` when given.
+    /// A frame's header: FIN set, `opcode`, masked with `key` when given.
     static func head(opcode: UInt8, length: Int, key: [UInt8]?) -> [UInt8] {
-        let maskBit: UInt8 = key == nil ? 0 : 0x80
-        var bytes: [UInt8] = [0x80 | opcode]
-        if length <= 125 {
-            bytes.append(maskBit | UInt8(length))
-        } else if length <= 0xFFFF {
-            bytes += [maskBit | 126, UInt8(length >> 8), UInt8(length & 0xFF)]
-        } else {
-            bytes.append(maskBit | 127)
-            bytes += (0..<8).reversed().map { UInt8((UInt64(length) >> (UInt64($0) * 8)) & 0xFF) }
+        WebSocketFrameHead.bytes(first: 0x80 | opcode, length: UInt64(length), key: key)
+    }
+
+    /// Reads from `peer` (one step, on its own thread) until every byte of `expected` came, or the peer closed,
+    /// following the frames they come in.
+    static func follow(_ peer: RawClient, expecting expected: [UInt8]) async throws -> FrameFollower {
+        try await peer.run { peer in
+            var follower = FrameFollower(expected: expected)
+            while follower.matched < expected.count {
+                let bytes = try peer.readSomeNow(upTo: 256 * 1024)
+                guard !bytes.isEmpty else { break }
+                follower.take(bytes)
+            }
+            return follower
         }
-        return bytes + (key ?? [])
     }
 
     /// `pattern(count:)`, made by copying (a byte at a time takes seconds for 40 MiB in a debug build).

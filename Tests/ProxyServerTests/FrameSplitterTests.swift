@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import NIOWebSocket
+import ProxyTestSupport
 import Testing
 @testable import ProxyServer
 
@@ -11,19 +12,9 @@ struct FrameSplitterTests {
 
     /// A frame as a peer writes it: `first` is FIN, RSV bits and opcode; masked with `key` when given.
     static func frame(_ first: UInt8, _ payload: [UInt8], key: [UInt8]? = nil, declaring declared: UInt64? = nil) -> [UInt8] {
-        let length = declared ?? UInt64(payload.count)
-        let maskBit: UInt8 = key == nil ? 0 : 0x80
-        var bytes: [UInt8] = [first]
-        if length <= 125 {
-            bytes.append(maskBit | UInt8(length))
-        } else if length <= 0xFFFF {
-            bytes += [maskBit | 126, UInt8(length >> 8), UInt8(length & 0xFF)]
-        } else {
-            bytes.append(maskBit | 127)
-            bytes += (0..<8).reversed().map { UInt8((length >> (UInt64($0) * 8)) & 0xFF) }
-        }
-        guard let key else { return bytes + payload }
-        return bytes + key + payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
+        let head = WebSocketFrameHead.bytes(first: first, length: declared ?? UInt64(payload.count), key: key)
+        guard let key else { return head + payload }
+        return head + payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
     }
 
     /// What the splitter hands on for `bytes` read in pieces cut at `cuts` (offsets), piece by piece.
