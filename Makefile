@@ -4,7 +4,7 @@
 
 SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev libpcre2-dev libyaml-dev pkg-config curl openssl ca-certificates
 # Release, with the binary's code laid out for a small footprint: every function in a section of its own, placed by
-# lld in the order of linker/startup.order (what start-up runs first, contiguous: idle RSS -3.6 MiB), and relative
+# lld in the order of linker/startup.order (what start-up runs first, contiguous: idle RSS about -5 MiB), and relative
 # relocations packed (RELR: -1.1 MiB of .rela.dyn the loader reads at every start). `make startup-order` renews
 # the list; bench/README.md ("Session 15") has the measurements.
 SWIFT_BUILD_FLAGS := -c release -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections \

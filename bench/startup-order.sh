@@ -3,7 +3,7 @@
 # those a first few requests add, in that order. `make build` (SWIFT_BUILD_FLAGS) compiles every function into a
 # section of its own and has lld lay the binary's code out in this order, so what start-up touches is a few
 # contiguous megabytes, not pages all over 10 MiB of code (each page fault maps 64 KiB around it): idle RSS
-# −3.6 MiB (bench/README.md, "Session 15").
+# about −5 MiB (bench/README.md, "Session 15").
 #
 #   bash bench/startup-order.sh                 (or: make startup-order)   a release binary built by make build
 #   HOOKPROXY=/path/hookproxy bash bench/startup-order.sh                   a given binary
