@@ -399,8 +399,8 @@ struct HardeningTimeoutTests {
             configuration.interceptHosts = ["localhost"].compactMap(HostGlob.init)
             configuration.caDirectory = directory.path + "/ca"
         }) { proxy, origin in
-            try await withRawClient(proxy, readTimeout: .seconds(30)) { client in
-                try await client.send("CONNECT localhost:\(origin.port) HTTP/1.1\r\nHost: localhost:\(origin.port)\r\n\r\n")
+            try await withRawClient(proxy, readTimeout: .seconds(30),
+                                    sending: "CONNECT localhost:\(origin.port) HTTP/1.1\r\nHost: localhost:\(origin.port)\r\n\r\n") { client in
                 let connect = try await client.readResponse(method: "CONNECT")
                 #expect(connect.status == 200)
                 #expect(await client.waitForClose(), "the stalled handshake was held")
@@ -411,8 +411,8 @@ struct HardeningTimeoutTests {
     @Test("a client that stops reading a download is disconnected after --idle-timeout and its transfer cancelled")
     func clientStopsReading() async throws {
         try await withProxyAndOrigin(Self.configure) { proxy, origin in
-            try await withRawClient(proxy) { client in
-                try await client.send(rawRequest("GET \(origin.baseURL)/bytes/1000000000 HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"]))
+            try await withRawClient(proxy, sending: rawRequest("GET \(origin.baseURL)/bytes/1000000000 HTTP/1.1",
+                                                              ["Host: 127.0.0.1:\(origin.port)"])) { client in
                 // never read: the proxy must give up on its own and log why
                 let records = await proxy.recorder.waitFor(count: 1, timeout: .seconds(30))
                 #expect(records.first?.error?.contains("client read nothing") == true, "\(records.map(\.error))")
@@ -423,9 +423,9 @@ struct HardeningTimeoutTests {
     @Test("a client that stops sending its request body is disconnected after --idle-timeout")
     func clientStopsSending() async throws {
         try await withProxyAndOrigin(Self.configure) { proxy, origin in
-            try await withRawClient(proxy) { client in
-                try await client.send(rawRequest("POST \(origin.baseURL)/echo HTTP/1.1",
-                                                 ["Host: 127.0.0.1:\(origin.port)", "Content-Length: 1000"], body: "only ten b"))
+            try await withRawClient(proxy, sending: rawRequest("POST \(origin.baseURL)/echo HTTP/1.1",
+                                                              ["Host: 127.0.0.1:\(origin.port)", "Content-Length: 1000"],
+                                                              body: "only ten b")) { client in
                 #expect(await client.waitForClose(), "the stalled upload was held")
                 let records = await proxy.recorder.waitFor(count: 1)
                 #expect(records.first?.error?.contains("client sent no request body bytes") == true, "\(records.map(\.error))")

@@ -25,9 +25,15 @@ func withProxyAndOrigin<T>(_ configure: (inout ProxyConfiguration) -> Void = { _
 }
 
 /// A raw client connected to the proxy, closed after `body` whatever happens.
-func withRawClient<T>(_ proxy: ProxyHarness, readTimeout: Duration = .seconds(10),
+func withRawClient<T>(_ proxy: ProxyHarness, readTimeout: Duration = .seconds(10), sending first: String? = nil,
                       _ body: (RawClient) async throws -> T) async throws -> T {
-    let client = try await RawClient.connect(port: proxy.port, readTimeout: readTimeout)
+    // With `first`, connecting and sending are one step: a proxy with a short --idle-timeout closes a connection
+    // that stays silent, and a busy cooperative pool can hold a test between two awaits for over a second.
+    let client = if let first {
+        try await RawClient.connect(port: proxy.port, readTimeout: readTimeout, sending: first)
+    } else {
+        try await RawClient.connect(port: proxy.port, readTimeout: readTimeout)
+    }
     defer { client.close() }
     return try await body(client)
 }
