@@ -67,7 +67,7 @@ public final class RuleSet: Sendable {
         var candidates = hostIndex.candidates(host: request.url.host)
         while let index = candidates.next() {
             let groups: [String]
-            switch matchers[index].matching(request) {
+            switch matchers[index].match(request) {
             case .matched(let found): groups = found
             case .notMatched: continue
             case .overBudget:

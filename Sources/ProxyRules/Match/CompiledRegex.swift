@@ -17,13 +17,6 @@ struct CompiledRegex: Sendable {
         }
     }
 
-    /// `[$0, $1, …]` of the first match in `text` (non-participating groups are ""), or nil when nothing matches
-    /// or the match ran out of its budget.
-    func firstMatchGroups(in text: String) -> [String]? {
-        if case .matched(let groups) = firstMatch(in: text) { return groups }
-        return nil
-    }
-
     /// What `firstMatch` found.
     enum FirstMatch: Equatable {
         /// `[$0, $1, …]`, non-participating groups "".

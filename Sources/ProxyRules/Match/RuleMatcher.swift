@@ -10,15 +10,10 @@ final class RuleMatcher: Sendable {
 
     init(_ spec: RuleMatch) { self.spec = spec }
 
-    /// The `$0, $1…` of `path_regex` (just `[path]` without one) when the request matches, else nil.
-    func match(_ request: RequestHead) -> [String]? {
-        if case .matched(let groups) = matching(request) { return groups }
-        return nil
-    }
-
-    /// Whether the request matches, telling a `path_regex` that ran out of its budget (the rule does not match,
-    /// and the log says why) from one that found nothing.
-    func matching(_ request: RequestHead) -> CompiledRegex.FirstMatch {
+    /// Whether the request matches, with the `$0, $1…` of `path_regex` (just `[path]` without one), telling a
+    /// `path_regex` that ran out of its budget (the rule does not match, and the log says why) from one that found
+    /// nothing.
+    func match(_ request: RequestHead) -> CompiledRegex.FirstMatch {
         let url = request.url
         guard matchesHostAndPort(host: url.host, port: url.port) else { return .notMatched }
         if !spec.schemes.isEmpty && !spec.schemes.contains(url.scheme) { return .notMatched }

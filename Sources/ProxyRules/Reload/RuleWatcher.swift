@@ -69,7 +69,7 @@ struct Fingerprint: Equatable {
             var isDirectory = false
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory {
                 // Not its mtime: that moves whenever any file in it is made or removed.
-                print.entries[path] = Array(statKey(path).dropFirst(3).prefix(1))
+                print.entries[path] = directoryKey(path)
                 for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
                 where RuleLoader.isRuleFileName(name) {
                     let child = PathText.appending(name, to: path)
@@ -84,6 +84,13 @@ struct Fingerprint: Equatable {
 
     func merging(_ other: Fingerprint) -> Fingerprint {
         Fingerprint(entries: entries.merging(other.entries) { first, _ in first })
+    }
+
+    /// A directory's inode: the same directory, or one put in its place.
+    private static func directoryKey(_ path: String) -> [Int] {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return [-1] }
+        return [Int(info.st_ino)]
     }
 
     private static func statKey(_ path: String) -> [Int] {
