@@ -202,7 +202,7 @@ final class LoopEngine: @unchecked Sendable {
         // Curl may have re-registered it meanwhile (armed again) or let it go (gone).
         if let watch = sockets[socket.socket], !watch.armed {
             sockets[socket.socket]?.armed = true
-            socketSet.watch(socket.socket, events: watch.events, isNew: false)
+            socketSet.watch(socket.socket, events: watch.events)
         }
     }
 
@@ -221,9 +221,8 @@ final class LoopEngine: @unchecked Sendable {
         var events: UInt32 = hp_epollrdhup()
         if what & hp_poll_in() != 0 { events |= hp_epollin() }
         if what & hp_poll_out() != 0 { events |= hp_epollout() }
-        let isNew = sockets[socket] == nil && !wasIdle
         sockets[socket] = (events, true)
-        socketSet.watch(socket, events: events, isNew: isNew)
+        socketSet.watch(socket, events: events)
     }
 
     /// CURLMOPT_TIMERFUNCTION: curl wants `socket_action(TIMEOUT)` in `timeoutMs` (-1: no timer needed).
@@ -352,7 +351,8 @@ final class LoopEngine: @unchecked Sendable {
     /// CURLOPT_CLOSESOCKETFUNCTION: the socket leaves the idle watch before it is closed, since its number may be
     /// another socket's (another thread's) right after: the guard must never peek at or shut that one.
     private func curlCloses(_ socket: Int32) -> Int32 {
-        if unwatchIdle(socket) { socketSet.forget(socket) }
+        _ = unwatchIdle(socket)
+        socketSet.closing(socket)
         return close(socket)
     }
 
@@ -365,7 +365,7 @@ final class LoopEngine: @unchecked Sendable {
         if let other = idlePorts[port] { _ = unwatchIdle(other) }  // (the same local port towards another server)
         idleSockets[socket] = port
         idlePorts[port] = socket
-        socketSet.watch(socket, events: LoopEngine.idleEvents, isNew: true)
+        socketSet.watch(socket, events: LoopEngine.idleEvents)
     }
 
     /// Takes `socket` out of the idle watch (its epoll registration stays: one-shot, re-armed or deleted by the
@@ -390,7 +390,7 @@ final class LoopEngine: @unchecked Sendable {
         } else if peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
             idleSockets[socket] = port
             idlePorts[port] = socket
-            socketSet.watch(socket, events: LoopEngine.idleEvents, isNew: false)
+            socketSet.watch(socket, events: LoopEngine.idleEvents)
         }
     }
 
@@ -434,9 +434,9 @@ final class LoopEngine: @unchecked Sendable {
     }
 
     /// Watches a handed-over connection's socket once for `events`.
-    func watch(_ connection: UpstreamConnection, events: UInt32, isNew: Bool) {
+    func watch(_ connection: UpstreamConnection, events: UInt32) {
         guard !stopped, handedOver[connection.socket] === connection else { return }
-        socketSet.watch(connection.socket, events: events, isNew: isNew)
+        socketSet.watch(connection.socket, events: events)
     }
 
     /// A handed-over connection is done: curl closes it as its handle leaves the multi handle (curl ≥ 7.85).

@@ -57,7 +57,6 @@ public final class UpstreamConnection {
     /// SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER; another buffer fails the connection: "bad write retry").
     private var firstOffered = false
     private var reading = true
-    private var registered = false
     private var armed = false
     private var armedEvents: UInt32 = 0
     private var scratch: ByteBuffer
@@ -275,8 +274,7 @@ public final class UpstreamConnection {
         guard events != 0, !armed || events != armedEvents else { return }
         armed = true
         armedEvents = events
-        engine.watch(self, events: events, isNew: !registered)
-        registered = true
+        engine.watch(self, events: events)
     }
 
     private func fail(_ code: CURLcode, _ what: String) {
