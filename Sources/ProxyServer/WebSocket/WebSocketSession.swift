@@ -205,11 +205,20 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         guard let codec = upstreamCodec else { return }
         do {
             // Not `writeOutbound`: it waits on a promise and copies the outbound buffer, for every frame. The encoder
-            // cannot fail a write; a frame it could not encode would show as an error caught.
-            codec.pipeline.syncOperations.writeAndFlush(NIOAny(frame), promise: nil)
+            // cannot fail a write; a frame it could not encode would show as an error caught. It is given the frame
+            // with its payload already masked (`MaskedFrame`: 8 bytes at a time; the encoder's own masking goes byte
+            // by byte), and the key goes into the header it wrote.
+            let key = frame.maskKey
+            let premasked = key.flatMap { MaskedFrame.premasked(frame, key: $0) }
+            codec.pipeline.syncOperations.writeAndFlush(NIOAny(premasked ?? frame), promise: nil)
             try codec.throwIfErrorCaught()
             // The encoder gives the header and the payload apart: one send for both.
-            while let bytes = try codec.readOutbound(as: ByteBuffer.self) { upstream.write(bytes, flush: false) }
+            var first = premasked != nil
+            while var bytes = try codec.readOutbound(as: ByteBuffer.self) {
+                if first, let key { bytes = MaskedFrame.addingKey(key, to: bytes) }
+                first = false
+                upstream.write(bytes, flush: false)
+            }
             upstream.flush()
         } catch {
             end(WebSocketLog.Close(code: 1011, reason: "hookproxy: cannot write to the server: \(error)", by: .client))
@@ -287,7 +296,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     }
 
     /// An unmasked frame as it goes on: toward the server masked (with the client's `key` when it had one, so the
-    /// bytes are the client's), toward the client unmasked. NIO's encoder masks a frame that has a key.
+    /// bytes are the client's), toward the client unmasked. `sendUpstream` masks a frame that has a key.
     static func forwardable(_ frame: WebSocketFrame, towardServer: Bool, key: WebSocketMaskingKey?) -> WebSocketFrame {
         guard towardServer else { return frame }
         var masked = frame
