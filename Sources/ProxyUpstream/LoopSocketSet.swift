@@ -60,8 +60,7 @@ final class LoopSocketSet {
     /// Stops watching `socket` (curl is done with it, or it leaves the idle watch). One that fired and was not
     /// re-armed cannot fire again and stays in the set, for the next `watch` to modify.
     func forget(_ socket: Int32) {
-        guard let armed = registered[socket] else { return }
-        guard armed else { return }
+        guard registered[socket] == true else { return }
         registered.removeValue(forKey: socket)
         _ = hp_epoll_delete(descriptor, socket)
     }
@@ -79,7 +78,7 @@ final class LoopSocketSet {
         let count = Int(max(0, hp_epoll_wait(descriptor, &events, &sockets, Int32(LoopSocketSet.capacity), 0)))
         for i in 0..<count {
             let socket = Int32(bitPattern: UInt32(truncatingIfNeeded: sockets[i]))
-            if registered[socket] != nil { registered[socket] = false }  // one-shot: disarmed until watched again
+            registered[socket]? = false  // one-shot: disarmed until watched again
             body(Ready(socket: socket, events: events[i]))
         }
         return count

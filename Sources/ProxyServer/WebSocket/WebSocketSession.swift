@@ -213,10 +213,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             codec.pipeline.syncOperations.writeAndFlush(NIOAny(premasked ?? frame), promise: nil)
             try codec.throwIfErrorCaught()
             // The encoder gives the header and the payload apart: one send for both.
-            var first = premasked != nil
+            var keyForHeader = premasked == nil ? nil : key  // the first buffer starts with the header
             while var bytes = try codec.readOutbound(as: ByteBuffer.self) {
-                if first, let key { bytes = MaskedFrame.addingKey(key, to: bytes) }
-                first = false
+                if let header = keyForHeader { bytes = MaskedFrame.addingKey(header, to: bytes) }
+                keyForHeader = nil
                 upstream.write(bytes, flush: false)
             }
             upstream.flush()
