@@ -4,10 +4,10 @@ import NIOSSL
 import ProxyModel
 import ProxyRules
 
-/// Builds the handlers of a new client connection: HTTP/1 codec (with pipelining assistance and the header-size
-/// limit), the protocol-error answerer (400/431 and close), and the proxy request handler. A connection to a
-/// `--reverse` listener gets the same handlers, behind TLS when the route speaks it, with the route as the request
-/// handler's fixed target.
+/// Builds the handlers of a new client connection: HTTP/1 codec (with the header-size limit), pipelining
+/// assistance (`PipeliningGate`), the protocol-error answerer (400/431 and close), and the proxy request handler.
+/// A connection to a `--reverse` listener gets the same handlers, behind TLS when the route speaks it, with the route
+/// as the request handler's fixed target.
 enum ProxyPipeline {
     static func configure(_ channel: any Channel, context: ProxyContext, reverse: ReverseRoute? = nil,
                           tls: NIOSSLContext? = nil) throws {
@@ -58,13 +58,16 @@ enum ProxyPipeline {
         // forward, rather than drop, what it holds when it is removed — the bytes a client sends right after its
         // CONNECT. The (upgrader-less) upgrade handler steps out at the first request.
         try pipeline.configureHTTPServerPipeline(
-            withPipeliningAssistance: true,
+            withPipeliningAssistance: false,
             withServerUpgrade: (upgraders: [], completionHandler: { _ in }),
             withErrorHandling: false,
             withOutboundHeaderValidation: true,
             withEncoderConfiguration: .init(),
             withDecoderLimitConfiguration: limits
         )
+        // Our own pipelining assistance (PipeliningGate), right after the decoder, where NIO's would be.
+        let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+        try pipeline.addHandler(PipeliningGate(), position: .after(decoder))
         try pipeline.addHandler(ProtocolErrorHandler(context: context))
         try pipeline.addHandler(ProxyRequestHandler(context: context, impliedScheme: impliedScheme,
                                                     impliedAuthority: impliedAuthority, reverse: reverse))

@@ -7,7 +7,7 @@ import ProxyRules
 import ProxyUI
 import ProxyUpstream
 
-/// Serves the requests of one client connection, one at a time (NIO's pipelining handler queues the rest):
+/// Serves the requests of one client connection, one at a time (`PipeliningGate` queues the rest):
 /// classifies each head (absolute-form, origin-form, CONNECT, hookproxy's own address), answers locally or hands
 /// the exchange to the upstream engine, and streams bodies both ways with backpressure.
 /// Event-loop bound.
@@ -35,7 +35,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case eventsRequested(RequestContext)
         /// A viewer API request: its answer is made off the event loop at the request's end (`ViewerGate.queue`).
         case viewerRequested(@Sendable () -> LocalResponse, keepAlive: Bool, RequestContext)
-        /// The viewer's answer is being made; whatever the client still sends waits in the pipelining handler.
+        /// The viewer's answer is being made; whatever the client still sends waits in `PipeliningGate`.
         case awaitingViewer
         /// The connection carries the viewer's event stream until the client leaves or hookproxy shuts down.
         case streamingEvents(EventStream)
@@ -166,8 +166,9 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.end, .connectRequested(let request)):
             state = .tunnelling
             // Until the 200 is written nothing more is read from the client, however long the connect takes: the
-            // decoder stopped at the CONNECT head, and NIO's pipelining handler holds every read while a response is
-            // due (ConnectSetupBoundTests). What the client sends meanwhile waits in the kernel, held back by TCP.
+            // decoder stopped at the CONNECT head, and `PipeliningGate` holds every read after such a head while its
+            // response is due (ConnectSetupBoundTests). What the client sends meanwhile waits in the kernel, held
+            // back by TCP.
             // Not from inside the decoder's callback: the tunnel replaces the HTTP handlers, the decoder included.
             context.eventLoop.assumeIsolated().execute { [self] in
                 guard let context = self.context else { return }
@@ -554,7 +555,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let pipeline = context.pipeline.syncOperations
         let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
         var others: [any RemovableChannelHandler] = [try pipeline.handler(type: ProtocolErrorHandler.self),
-                                                     try pipeline.handler(type: HTTPServerPipelineHandler.self),
+                                                     try pipeline.handler(type: PipeliningGate.self),
                                                      try pipeline.handler(type: HTTPResponseEncoder.self)]
         if let validator = try? pipeline.handler(type: NIOHTTPResponseHeadersValidator.self) { others.append(validator) }
         if let upgrader = try? pipeline.handler(type: HTTPServerUpgradeHandler.self) { others.append(upgrader) }
