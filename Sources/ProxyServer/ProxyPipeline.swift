@@ -23,7 +23,7 @@ enum ProxyPipeline {
         // what a silence means (ProxyRequestHandler.userInboundEventTriggered).
         let idle = TimeAmount.milliseconds(Int64(context.limits.clientIdleTimeoutMs))
         let pipeline = channel.pipeline.syncOperations
-        try pipeline.addHandler(IdleStateHandler(readTimeout: idle, writeTimeout: idle))
+        try pipeline.addHandler(IdleWatch(timeout: idle))
         if let tls, let reverse {
             try pipeline.addHandler(NIOSSLServerHandler(context: tls))
             try pipeline.addHandler(InterceptionWatcher(host: reverse.target.host, proxy: context))

@@ -524,7 +524,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             guard case .success = written else { return done(false) }
             do {
                 try becomeTunnel { pipeline in
-                    if let idle = try? pipeline.handler(type: IdleStateHandler.self) { pipeline.removeHandler(idle, promise: nil) }
+                    if let idle = try? pipeline.handler(type: IdleWatch.self) { pipeline.removeHandler(idle, promise: nil) }
                     try install(pipeline)
                 }
                 done(true)

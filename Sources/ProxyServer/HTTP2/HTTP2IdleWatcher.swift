@@ -3,7 +3,7 @@ import NIOHTTP2
 
 /// Closes an intercepted HTTP/2 connection that stays silent for the client idle timeout with no stream open;
 /// streams in flight are the exchanges' to time out. Sits last in the connection's pipeline, where
-/// `IdleStateHandler` reports silence; `OpenStreams` counts the streams (NIO's inline multiplexer tells its stream
+/// `IdleWatch` reports silence; `OpenStreams` counts the streams (NIO's inline multiplexer tells its stream
 /// delegate when a stream opens or closes, not the pipeline).
 /// Event-loop bound.
 final class HTTP2IdleWatcher: ChannelInboundHandler {

@@ -98,7 +98,7 @@ enum ConnectTunnel {
             let (local, remote) = GlueHandler.matchedPair(halfOpenLimit: halfOpenLimit)
             try upstream.pipeline.syncOperations.addHandler(remote)
             // SPEC: the idle timeout does not apply to a CONNECT tunnel.
-            if let idle = try? pipeline.handler(type: IdleStateHandler.self) { pipeline.removeHandler(idle, promise: nil) }
+            if let idle = try? pipeline.handler(type: IdleWatch.self) { pipeline.removeHandler(idle, promise: nil) }
             try pipeline.addHandler(local)
             // The upstream was connected with autoRead off so nothing is read before the glue is in place;
             // turning it on now issues the first read and keeps reading (each read gated by the glue).

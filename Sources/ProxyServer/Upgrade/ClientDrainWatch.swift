@@ -1,7 +1,7 @@
 import NIOCore
 
 /// Bounds how long a relay whose server has finished (closed, reset, or the session ended) waits for its client to
-/// take what is still queued for it. An open session has no idle timeout (SPEC), and the `IdleStateHandler` left the
+/// take what is still queued for it. An open session has no idle timeout (SPEC), and the `IdleWatch` left the
 /// pipeline at the upgrade, so without this a client that stopped reading held its connection, and its
 /// `--max-connections` slot, for as long as it stayed connected.
 ///

@@ -1,0 +1,112 @@
+import NIOCore
+
+/// The client connection's `--idle-timeout` clock, first in its pipeline: fires NIO's
+/// `IdleStateHandler.IdleStateEvent.read` when nothing was read for the timeout, and `.write` when no written byte
+/// left for the socket for the timeout (and again every timeout after that), as `IdleStateHandler(readTimeout:,
+/// writeTimeout:)` does. The handlers after it decide what a silence means.
+///
+/// It learns what NIO's handler learns from a promise on every write (two or three a response, each an allocation
+/// and a callback) from counters: the bytes written through it, less the bytes the channel still holds
+/// (`bufferedWritableBytes`), is what went to the socket. It reads the clock at each read batch and each flush, and
+/// looks at the counters only when its one timer fires. A write that leaves at its flush (the usual case) counts
+/// from that flush; one that drains later counts from the check that saw it gone.
+/// Event-loop bound.
+final class IdleWatch: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    typealias InboundOut = NIOAny
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    let timeout: TimeAmount
+    private var timer: Scheduled<Void>?
+    private var reading = false
+    private var lastRead = NIODeadline.uptimeNanoseconds(0)
+    private var lastFlush = NIODeadline.uptimeNanoseconds(0)
+    /// When written bytes were last seen leaving (or the watch started).
+    private var lastWriteProgress = NIODeadline.uptimeNanoseconds(0)
+    /// Bytes written through this handler since the connection began.
+    private var written: Int64 = 0
+    /// `written` less what the channel held, at the last check: the bytes that had gone to the socket then.
+    private var sentAtLastCheck: Int64 = 0
+    private var lastCheck = NIODeadline.uptimeNanoseconds(0)
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        reading = true
+        context.fireChannelRead(data)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if reading {
+            reading = false
+            lastRead = context.eventLoop.now
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        written &+= Int64(unwrapOutboundIn(data).readableBytes)
+        context.write(data, promise: promise)
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        lastFlush = context.eventLoop.now
+        context.flush()
+    }
+
+    // MARK: the timer
+
+    private func start(_ context: ChannelHandlerContext) {
+        guard timer == nil else { return }
+        let now = context.eventLoop.now
+        (lastRead, lastWriteProgress, lastCheck) = (now, now, now)
+        schedule(at: now + timeout, context)
+    }
+
+    private func schedule(at deadline: NIODeadline, _ context: ChannelHandlerContext) {
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in check(context) }
+    }
+
+    private func check(_ context: ChannelHandlerContext) {
+        timer = nil
+        guard context.channel.isActive else { return }
+        let now = context.eventLoop.now
+        let held = Int64((try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)
+        let sent = written &- held
+        if sent != sentAtLastCheck {
+            // Bytes left since the last check. All gone: they left at the last flush, or after the last check
+            // if that was later. Some still held: the socket is draining, so it was writing until now.
+            lastWriteProgress = held == 0 ? max(lastFlush, lastCheck) : now
+            sentAtLastCheck = sent
+        }
+        lastCheck = now
+        var readDue = lastRead + timeout
+        var writeDue = lastWriteProgress + timeout
+        if readDue <= now {
+            // The next read-idle comes a full timeout later, unless something is read.
+            (readDue, lastRead) = (now + timeout, now)
+            if !reading { context.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.read) }
+        }
+        if writeDue <= now {
+            (writeDue, lastWriteProgress) = (now + timeout, now)
+            if context.channel.isActive { context.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.write) }
+        }
+        guard context.channel.isActive, timer == nil else { return }
+        schedule(at: min(readDue, writeDue, now + timeout), context)
+    }
+}
