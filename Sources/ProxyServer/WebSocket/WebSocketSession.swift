@@ -1,15 +1,14 @@
 import FoundationEssentials
 import Glibc
 import NIOCore
-import NIOEmbedded
 import NIOWebSocket
 import ProxyModel
 import ProxyRules
 import ProxyUpstream
 
 /// A WebSocket session after its 101: frames from the client (parsed by NIO's WebSocket decoder in the client's
-/// pipeline) go to the server, frames from the server (parsed by the same decoder, hosted in an `EmbeddedChannel`
-/// fed with the upstream connection's bytes) go to the client. Each frame is forwarded as it arrives, as it came
+/// pipeline) go to the server, frames from the server (parsed by the same decoder, in `ServerFrameCodec`, fed with
+/// the upstream connection's bytes) go to the client. Each frame is forwarded as it arrives, as it came
 /// (fragmentation, RSV bits, the client's masking key), unless a `websocket` rule edits that direction's text
 /// messages; a data frame over a MiB goes on in fragments of a MiB, cut as its bytes come (`FrameSplitter`, in
 /// front of each decoder), so that no direction holds a big frame whole. Ping, pong and close frames pass both ways;
@@ -36,7 +35,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     private let handshake: UpgradeHandshake
     private let upstream: UpstreamConnection
-    private var upstreamCodec: EmbeddedChannel?
+    private var upstreamCodec: ServerFrameCodec?
     private var context: ChannelHandlerContext?
     private var log: WebSocketLog
     private var capturedBytes = 0
@@ -73,11 +72,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     // MARK: - setting up (after the 101 went out)
 
     func install(on pipeline: ChannelPipeline.SynchronousOperations) throws {
-        let codec = EmbeddedChannel()
-        if let splitter { try codec.pipeline.syncOperations.addHandler(FrameSplittingHandler(splitter)) }
-        try codec.pipeline.syncOperations.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketSession.maxFrameSize)))
-        try codec.pipeline.syncOperations.addHandler(WebSocketFrameEncoder())
-        upstreamCodec = codec
+        upstreamCodec = try ServerFrameCodec(splitter: splitter, maxFrameSize: WebSocketSession.maxFrameSize)
         if let splitter { try pipeline.addHandler(FrameSplittingHandler(splitter)) }
         try pipeline.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketSession.maxFrameSize)))
         try pipeline.addHandler(WebSocketFrameEncoder())
@@ -157,15 +152,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     func upstreamReceived(_ bytes: ByteBuffer) {
         guard let codec = upstreamCodec, let context else { return }
         drain.noteDelivered()
-        // What `writeInbound` does, without the copy of the inbound buffer it returns.
-        let pipeline = codec.pipeline.syncOperations
-        pipeline.fireChannelRead(NIOAny(bytes))
-        pipeline.fireChannelReadComplete()
-        var frameError: (any Error)?
-        do { try codec.throwIfErrorCaught() } catch { frameError = error }
         // The frames decoded before a bad one still reach the client (the close waits for them); none after a frame
         // that ended the session.
-        while !ended, let frame = try? codec.readInbound(as: WebSocketFrame.self) {
+        let frameError = codec.decode(bytes) { frame in
+            guard !ended else { return }
             switch process(frame, flow: &toClient) {
             case .forward(let frames): for out in frames { context.write(wrapOutboundOut(out), promise: nil) }
             case .end(let close): end(close)
@@ -204,20 +194,15 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private func sendUpstream(_ frame: WebSocketFrame) {
         guard let codec = upstreamCodec else { return }
         do {
-            // Not `writeOutbound`: it waits on a promise and copies the outbound buffer, for every frame. The encoder
-            // cannot fail a write; a frame it could not encode would show as an error caught. It is given the frame
-            // with its payload already masked (`MaskedFrame`: 8 bytes at a time; the encoder's own masking goes byte
-            // by byte), and the key goes into the header it wrote.
+            // The encoder is given the frame with its payload already masked (`MaskedFrame`: 8 bytes at a time; the
+            // encoder's own masking goes byte by byte), and the key goes into the header it wrote.
             let key = frame.maskKey
             let premasked = key.flatMap { MaskedFrame.premasked(frame, key: $0) }
-            codec.pipeline.syncOperations.writeAndFlush(NIOAny(premasked ?? frame), promise: nil)
-            try codec.throwIfErrorCaught()
             // The encoder gives the header and the payload apart: one send for both.
             var keyForHeader = premasked == nil ? nil : key  // the first buffer starts with the header
-            while var bytes = try codec.readOutbound(as: ByteBuffer.self) {
-                if let header = keyForHeader { bytes = MaskedFrame.addingKey(header, to: bytes) }
+            try codec.encode(premasked ?? frame) { bytes in
+                upstream.write(keyForHeader.map { MaskedFrame.addingKey($0, to: bytes) } ?? bytes, flush: false)
                 keyForHeader = nil
-                upstream.write(bytes, flush: false)
             }
             upstream.flush()
         } catch {
@@ -318,7 +303,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         } else {
             upstream.close()
         }
-        upstreamCodec.map { _ = try? $0.finish() }
+        upstreamCodec?.finish()
         upstreamCodec = nil
         if let context, context.channel.isActive {
             // A zero-length write below the frame encoder completes after every frame queued before it.
