@@ -9,7 +9,9 @@ import NIOCore
 /// and a callback) from counters: the bytes written through it, less the bytes the channel still holds
 /// (`bufferedWritableBytes`), is what went to the socket. It reads the clock at each read batch and each flush, and
 /// looks at the counters only when its one timer fires. A write that leaves at its flush (the usual case) counts
-/// from that flush; one that drains later counts from the check that saw it gone.
+/// from that flush; one that drains later counts from the check that saw bytes leave. While the channel holds
+/// bytes (seen at a check, or at a flush that left it past its high-water mark), checks come every eighth of the
+/// timeout, so a client that stops reading is let go at most that much later than NIO's handler would.
 /// Event-loop bound.
 final class IdleWatch: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
@@ -18,7 +20,10 @@ final class IdleWatch: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = IOData
 
     let timeout: TimeAmount
+    /// The bytes the channel holds, not yet taken by the socket (tests give their own).
+    private let heldBytes: (any Channel) -> Int
     private var timer: Scheduled<Void>?
+    private var timerDeadline = NIODeadline.distantFuture
     private var reading = false
     private var lastRead = NIODeadline.uptimeNanoseconds(0)
     private var lastFlush = NIODeadline.uptimeNanoseconds(0)
@@ -30,7 +35,14 @@ final class IdleWatch: ChannelDuplexHandler, RemovableChannelHandler {
     private var sentAtLastCheck: Int64 = 0
     private var lastCheck = NIODeadline.uptimeNanoseconds(0)
 
-    init(timeout: TimeAmount) { self.timeout = timeout }
+    init(timeout: TimeAmount, heldBytes: @escaping (any Channel) -> Int = IdleWatch.bufferedBytes) {
+        self.timeout = timeout
+        self.heldBytes = heldBytes
+    }
+
+    static func bufferedBytes(_ channel: any Channel) -> Int {
+        (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { start(context) }
@@ -67,6 +79,9 @@ final class IdleWatch: ChannelDuplexHandler, RemovableChannelHandler {
     func flush(context: ChannelHandlerContext) {
         lastFlush = context.eventLoop.now
         context.flush()
+        // Past the high-water mark the channel holds bytes the socket did not take: look again soon, so that what
+        // leaves from now on is seen within an eighth of the timeout, not credited to a check up to a timeout away.
+        if !context.channel.isWritable { look(at: lastFlush + glance, context) }
     }
 
     // MARK: the timer
@@ -78,15 +93,26 @@ final class IdleWatch: ChannelDuplexHandler, RemovableChannelHandler {
         schedule(at: now + timeout, context)
     }
 
+    /// How often the counters are looked at while the channel holds bytes.
+    private var glance: TimeAmount { .nanoseconds(timeout.nanoseconds / 8) }
+
     private func schedule(at deadline: NIODeadline, _ context: ChannelHandlerContext) {
+        timerDeadline = deadline
         timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in check(context) }
+    }
+
+    /// Brings the timer forward to `deadline` if it is set for later.
+    private func look(at deadline: NIODeadline, _ context: ChannelHandlerContext) {
+        guard let pending = timer, timerDeadline > deadline else { return }
+        pending.cancel()
+        schedule(at: deadline, context)
     }
 
     private func check(_ context: ChannelHandlerContext) {
         timer = nil
         guard context.channel.isActive else { return }
         let now = context.eventLoop.now
-        let held = Int64((try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)
+        let held = Int64(heldBytes(context.channel))
         let sent = written &- held
         if sent != sentAtLastCheck {
             // Bytes left since the last check. All gone: they left at the last flush, or after the last check
@@ -107,6 +133,7 @@ final class IdleWatch: ChannelDuplexHandler, RemovableChannelHandler {
             if context.channel.isActive { context.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.write) }
         }
         guard context.channel.isActive, timer == nil else { return }
-        schedule(at: min(readDue, writeDue, now + timeout), context)
+        let nextLook = now + (held > 0 ? glance : timeout)
+        schedule(at: min(readDue, writeDue, nextLook), context)
     }
 }

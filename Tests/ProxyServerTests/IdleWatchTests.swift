@@ -71,6 +71,51 @@ struct IdleWatchTests {
         #expect(events.seen.isEmpty)
     }
 
+    /// A client that reads part of a response and stops: write-idle comes a timeout after the bytes last moved, give
+    /// or take the eighth of a timeout between looks while the channel holds bytes (was: up to two timeouts, the
+    /// check that saw the last movement counting as progress itself).
+    @Test func aClientThatStopsReadingIsIdleATimeoutAfterTheBytesLastMoved() throws {
+        final class Held { var bytes = 0 }
+        let held = Held()
+        let events = Events()
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.pipeline.syncOperations.addHandlers([IdleWatch(timeout: .milliseconds(800)) { _ in held.bytes }, events])
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
+        // 1 MB written at once; the socket takes a part of it every 50 ms until 850 ms, then nothing.
+        try channel.writeOutbound(ByteBuffer(repeating: 0x61, count: 1_000_000))
+        held.bytes = 1_000_000
+        for _ in 0..<17 {
+            channel.embeddedEventLoop.advanceTime(by: .milliseconds(50))
+            held.bytes -= 10_000
+        }
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(800))
+        #expect(!events.seen.contains(.write), "the bytes moved until 850 ms: not idle before 1,650 ms")
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(100))
+        #expect(events.seen.contains(.write), "idle by 1,750 ms: 850 ms + the timeout + an eighth of it")
+    }
+
+    /// A client that takes the first bytes of a big download and stops (the channel past its high-water mark at the
+    /// flush): write-idle a timeout after those bytes left, not up to two (was: the first check, a timeout after the
+    /// connection began, took the movement it saw for progress made then).
+    @Test func aClientThatStallsAtOnceIsIdleATimeoutLater() throws {
+        final class Held { var bytes = 0 }
+        let held = Held()
+        let events = Events()
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.pipeline.syncOperations.addHandlers([IdleWatch(timeout: .milliseconds(800)) { _ in held.bytes }, events])
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(300))
+        channel.isWritable = false
+        held.bytes = 2_000_000
+        try channel.writeOutbound(ByteBuffer(repeating: 0x61, count: 3_000_000))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(849))
+        #expect(!events.seen.contains(.write), "the bytes left at 300 ms: not idle before 1,100 ms")
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(151))
+        #expect(events.seen.contains(.write), "idle by 1,300 ms: 300 ms + the timeout + two eighths of it")
+    }
+
     @Test func aRemovedWatchFiresNothing() throws {
         let (channel, events) = try Self.watched()
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
