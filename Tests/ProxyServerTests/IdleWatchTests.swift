@@ -15,10 +15,14 @@ struct IdleWatchTests {
         }
     }
 
-    static func watched(timeout: TimeAmount = .seconds(1)) throws -> (EmbeddedChannel, Events) {
+    /// What the channel holds, as the test says (an `EmbeddedChannel` holds nothing).
+    final class Held { var bytes = 0 }
+
+    static func watched(timeout: TimeAmount = .seconds(1), held: Held? = nil) throws -> (EmbeddedChannel, Events) {
         let events = Events()
         let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandlers([IdleWatch(timeout: timeout), events])
+        let watch = held.map { held in IdleWatch(timeout: timeout) { _ in held.bytes } } ?? IdleWatch(timeout: timeout)
+        try channel.pipeline.syncOperations.addHandlers([watch, events])
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
         return (channel, events)
     }
@@ -34,30 +38,24 @@ struct IdleWatchTests {
         #expect(events.seen == [.read, .write, .read, .write])
     }
 
-    @Test func aReadPutsOffReadIdleOnly() throws {
+    /// Traffic one way puts off that way's idle event only.
+    @Test(arguments: [IdleStateHandler.IdleStateEvent.read, .write])
+    func trafficOneWayPutsOffThatWaysIdleOnly(_ way: IdleStateHandler.IdleStateEvent) throws {
         let (channel, events) = try Self.watched()
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        let other: IdleStateHandler.IdleStateEvent = way == .read ? .write : .read
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(600))
-        try channel.writeInbound(ByteBuffer(string: "GET"))
+        if way == .read {
+            try channel.writeInbound(ByteBuffer(string: "GET"))
+        } else {
+            try channel.writeOutbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\n"))
+        }
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(400))
-        #expect(events.seen == [.write])
+        #expect(events.seen == [other])
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(599))
-        #expect(events.seen == [.write])
+        #expect(events.seen == [other])
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
-        #expect(events.seen == [.write, .read])
-    }
-
-    @Test func aFlushedWritePutsOffWriteIdleOnly() throws {
-        let (channel, events) = try Self.watched()
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        channel.embeddedEventLoop.advanceTime(by: .milliseconds(600))
-        try channel.writeOutbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\n"))
-        channel.embeddedEventLoop.advanceTime(by: .milliseconds(400))
-        #expect(events.seen == [.read])
-        channel.embeddedEventLoop.advanceTime(by: .milliseconds(599))
-        #expect(events.seen == [.read])
-        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
-        #expect(events.seen == [.read, .write])
+        #expect(events.seen == [other, way])
     }
 
     @Test func steadyTrafficKeepsItQuiet() throws {
@@ -75,13 +73,9 @@ struct IdleWatchTests {
     /// or take the eighth of a timeout between looks while the channel holds bytes (was: up to two timeouts, the
     /// check that saw the last movement counting as progress itself).
     @Test func aClientThatStopsReadingIsIdleATimeoutAfterTheBytesLastMoved() throws {
-        final class Held { var bytes = 0 }
         let held = Held()
-        let events = Events()
-        let channel = EmbeddedChannel()
+        let (channel, events) = try Self.watched(timeout: .milliseconds(800), held: held)
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        try channel.pipeline.syncOperations.addHandlers([IdleWatch(timeout: .milliseconds(800)) { _ in held.bytes }, events])
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
         // 1 MB written at once; the socket takes a part of it every 50 ms until 850 ms, then nothing.
         try channel.writeOutbound(ByteBuffer(repeating: 0x61, count: 1_000_000))
         held.bytes = 1_000_000
@@ -99,13 +93,9 @@ struct IdleWatchTests {
     /// flush): write-idle a timeout after those bytes left, not up to two (was: the first check, a timeout after the
     /// connection began, took the movement it saw for progress made then).
     @Test func aClientThatStallsAtOnceIsIdleATimeoutLater() throws {
-        final class Held { var bytes = 0 }
         let held = Held()
-        let events = Events()
-        let channel = EmbeddedChannel()
+        let (channel, events) = try Self.watched(timeout: .milliseconds(800), held: held)
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        try channel.pipeline.syncOperations.addHandlers([IdleWatch(timeout: .milliseconds(800)) { _ in held.bytes }, events])
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(300))
         channel.isWritable = false
         held.bytes = 2_000_000

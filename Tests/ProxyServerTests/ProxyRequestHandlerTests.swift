@@ -613,30 +613,17 @@ import Testing
         }
     }
 
-    /// After a kept-alive local answer, the next head has a fresh `--header-timeout`, counted from the answer.
-    @Test func headerTimeoutRestartsAfterAKeptAliveAnswer() async throws {
+    /// After a kept-alive local answer, the next head has a fresh `--header-timeout`, counted from the answer. One
+    /// timer serves a connection's every wait for a head (it is not set again per request): requests every 700 ms,
+    /// across several of its firings, keep the connection, and the close still comes exactly `--header-timeout`
+    /// after the last answer.
+    @Test(arguments: [(requests: 1, gapMs: 900), (requests: 6, gapMs: 700)])
+    func headerTimeoutCountsFromTheLastAnswer(requests: Int, gapMs: Int64) async throws {
         try await Self.withContext({ $0.limits.headerTimeoutMs = 1000 }) { context, _ in
             let channel = try Self.makeChannel(context)
             defer { Self.finish(channel) }
-            channel.embeddedEventLoop.advanceTime(by: .milliseconds(900))
-            try Self.send(channel, "GET / HTTP/1.1\r\nHost: \(Self.own)\r\n\r\n")
-            #expect(try Self.responses(channel).map(\.status) == [200])
-            channel.embeddedEventLoop.advanceTime(by: .milliseconds(999))
-            #expect(channel.isActive)
-            channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
-            #expect(!channel.isActive)
-        }
-    }
-
-    /// One timer serves a connection's every wait for a head (it is not set again per request): requests every
-    /// 700 ms, across several of its firings, keep the connection, and the close still comes exactly
-    /// `--header-timeout` after the last answer.
-    @Test func headerTimeoutCountsFromTheLastAnswerAcrossManyRequests() async throws {
-        try await Self.withContext({ $0.limits.headerTimeoutMs = 1000 }) { context, _ in
-            let channel = try Self.makeChannel(context)
-            defer { Self.finish(channel) }
-            for _ in 0..<6 {
-                channel.embeddedEventLoop.advanceTime(by: .milliseconds(700))
+            for _ in 0..<requests {
+                channel.embeddedEventLoop.advanceTime(by: .milliseconds(gapMs))
                 #expect(channel.isActive)
                 try Self.send(channel, "GET / HTTP/1.1\r\nHost: \(Self.own)\r\n\r\n")
                 #expect(try Self.responses(channel).map(\.status) == [200])
@@ -648,8 +635,8 @@ import Testing
         }
     }
 
-    /// The request handler's reading of `IdleStateHandler`'s events (fired by hand: the handler measures idleness
-    /// on the wall clock, not the embedded loop's): a read-idle while a locally answered request's body is due
+    /// The request handler's reading of `IdleStateHandler`'s events (fired by hand: `addHTTPHandlers` leaves
+    /// `IdleWatch`, which fires them, out): a read-idle while a locally answered request's body is due
     /// closes the connection, with no answer before the close.
     @Test func readIdleWhileALocalAnswersBodyIsDueCloses() async throws {
         try await Self.withContext { context, _ in
