@@ -102,6 +102,22 @@ struct PipeliningGateTests {
         #expect(setup.counter.reads == 2, "nothing waits any more: the held read goes out")
     }
 
+    /// A read that brings bytes the decoder makes no part of (the start of a pipelined head, or blank lines it
+    /// drops) while a response is due stops reading until that response ends: a client streaming `\r\n` is not read
+    /// on at full speed (found in review: a core's worth of CPU for as long as it lasted).
+    @Test func aReadThatBringsNoPartWhileAResponseIsDueStopsReading() throws {
+        let setup = try Setup()
+        defer { _ = try? setup.channel.finish(acceptAlreadyClosed: true) }
+        try setup.request("/a")  // (each part in a read of its own: `writeInbound` completes the read)
+        #expect(setup.readsAfterAskingOnce() == 2)
+        setup.channel.pipeline.fireChannelReadComplete()  // a read the decoder made nothing of
+        #expect(setup.readsAfterAskingOnce() == 2, "held")
+        _ = try setup.respond()
+        #expect(setup.counter.reads == 3, "released when the response ends")
+        try setup.request("/b")
+        #expect(setup.readsAfterAskingOnce() == 4, "a new response due, nothing held yet")
+    }
+
     @Test func aParserErrorBehindAPendingResponseComesAfterIt() throws {
         let setup = try Setup()
         defer { _ = try? setup.channel.finish(acceptAlreadyClosed: true) }

@@ -5,8 +5,9 @@ import NIOHTTP1
 /// before it has ended, and are delivered then, in order (parser errors too).
 ///
 /// It does what NIO's `HTTPServerPipelineHandler` does, with one difference: reading goes on while a response is
-/// due, and stops only once something is waiting here (or after a CONNECT or an `Upgrade` request, whose bytes would
-/// pile up in the stopped decoder). NIO's handler stops reading after every request and starts again after its
+/// due, and stops only once something is waiting here, or a read brought bytes the decoder made nothing of (the
+/// start of a pipelined head, or blank lines it drops), or after a CONNECT or an `Upgrade` request, whose bytes
+/// would pile up in the stopped decoder. NIO's handler stops reading after every request and starts again after its
 /// response, which costs two `epoll_ctl` calls a request, for clients that rarely pipeline. What one read brings in
 /// is all that can wait here.
 ///
@@ -55,15 +56,20 @@ final class PipeliningGate: ChannelDuplexHandler, RemovableChannelHandler {
     private var readPending = false
     /// A CONNECT or `Upgrade` request went through: NIO's decoder stopped after it, and keeps what it reads.
     private var decoderStopped = false
+    /// A part came through in the current read.
+    private var partsThisRead = false
+    /// While the response is due, a read brought bytes and no part: the decoder holds them, or dropped them.
+    private var readBroughtNoPart = false
 
     /// Reading is held while a response is due and something waits for it (or the decoder would have to keep it).
     private var holdsReads: Bool {
-        phase == .responsePending && (!waiting.isEmpty || decoderStopped)
+        phase == .responsePending && (!waiting.isEmpty || decoderStopped || readBroughtNoPart)
     }
 
     // MARK: inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        partsThisRead = true
         switch shutdown {
         case .afterResponseEnds, .closing: return
         case .none, .afterRequestEnds: break
@@ -73,6 +79,12 @@ final class PipeliningGate: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             deliver(data, context: context)
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if phase == .responsePending && !partsThisRead { readBroughtNoPart = true }
+        partsThisRead = false
+        context.fireChannelReadComplete()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -181,6 +193,7 @@ final class PipeliningGate: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func responseEnded(context: ChannelHandlerContext) {
+        readBroughtNoPart = false
         switch phase {
         case .bothPending: phase = .requestPending
         case .responsePending: phase = .idle
