@@ -384,6 +384,40 @@ struct UpstreamConnectionTests {
         try await loop.submit { connection.value.close() }.get()
         try await setup.tearDown()
     }
+    /// What `write` says still waits is exact whatever the pieces: the channel knows a flush sent everything from its
+    /// writability alone only after a piece of two bytes or more queued onto an empty channel, and is asked otherwise
+    /// (a 1-byte piece, a backlog left from before).
+    @Test func theBacklogWriteReportsIsExactForPiecesOfAnySize() async throws {
+        let held = HeldServer()
+        let setup = try await Setup(threads: 1, held: held)
+        let (loop, recorder) = (setup.loop, setup.recorder)
+        let connection = try #require(recorder.connection)
+        #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
+        #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 2)) }.get() == 0)
+        #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 1)) }.get() == 0)
+        let backlog = try await loop.submit { () -> Int in
+            for _ in 0..<100_000 {
+                let waiting = connection.value.write(ByteBuffer(repeating: 1, count: 4096))
+                if waiting > 0 { return waiting }
+            }
+            return 0
+        }.get()
+        #expect(backlog > 0)
+        #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 1)) }.get() == backlog + 1)
+        #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 2)) }.get() == backlog + 3)
+        // The server reads everything: the backlog goes, and a write after that is sent whole again.
+        let child = try #require(held.child.withLock { $0 })
+        try await child.setOption(.autoRead, value: true).get()
+        child.read()
+        try await eventually { recorder.state.withLock { $0.writableCalls } > 0 }
+        #expect(try await loop.submit { connection.value.bufferedBytes }.get() == 0)
+        #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 2)) }.get() == 0)
+        #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 1)) }.get() == 0)
+
+        try await loop.submit { connection.value.close() }.get()
+        try await setup.tearDown()
+    }
+
     /// A TLS connection (curl carries it) whose server stops reading: OpenSSL holds a record it could not send,
     /// and a retry must offer the same bytes at the same address. Small writes queued behind it must not be joined
     /// into the held piece (OpenSSL fails the retry: "bad write retry"); once the server reads, every byte arrives.
