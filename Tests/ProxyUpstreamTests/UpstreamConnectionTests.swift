@@ -355,6 +355,18 @@ struct UpstreamConnectionTests {
         try await setup.tearDown()
     }
 
+    /// Writes 4 KiB at a time to a server that does not read until the socket takes no more; returns the backlog
+    /// `write` then reports (under 4 KiB).
+    static func writeUntilABacklog(_ connection: NIOLoopBound<UpstreamConnection>, on loop: any EventLoop) async throws -> Int {
+        try await loop.submit { () -> Int in
+            for _ in 0..<100_000 {
+                let waiting = connection.value.write(ByteBuffer(repeating: 1, count: 4096))
+                if waiting > 0 { return waiting }
+            }
+            return 0
+        }.get()
+    }
+
     /// `write` said bytes wait: `upstreamWritable` says when they are gone, however few they were (the curl
     /// carrier's contract), not only when NIO's write buffer crossed its high water mark.
     @Test func aSmallBacklogIsReportedGoneToo() async throws {
@@ -364,14 +376,7 @@ struct UpstreamConnectionTests {
         let connection = try #require(recorder.connection)
         #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
 
-        // Write 4 KiB at a time until the socket takes no more: the backlog is then under 4 KiB.
-        let backlog = try await loop.submit { () -> Int in
-            for _ in 0..<100_000 {
-                let waiting = connection.value.write(ByteBuffer(repeating: 1, count: 4096))
-                if waiting > 0 { return waiting }
-            }
-            return 0
-        }.get()
+        let backlog = try await Self.writeUntilABacklog(connection, on: loop)
         #expect(backlog > 0 && backlog <= 4096)
         // The server reads everything: the backlog goes.
         let child = try #require(held.child.withLock { $0 })
@@ -395,13 +400,7 @@ struct UpstreamConnectionTests {
         #expect(try await loop.submit { connection.value.isCarriedByChannel }.get())
         #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 2)) }.get() == 0)
         #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 1)) }.get() == 0)
-        let backlog = try await loop.submit { () -> Int in
-            for _ in 0..<100_000 {
-                let waiting = connection.value.write(ByteBuffer(repeating: 1, count: 4096))
-                if waiting > 0 { return waiting }
-            }
-            return 0
-        }.get()
+        let backlog = try await Self.writeUntilABacklog(connection, on: loop)
         #expect(backlog > 0)
         #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 1)) }.get() == backlog + 1)
         #expect(try await loop.submit { connection.value.write(ByteBuffer(repeating: 1, count: 2)) }.get() == backlog + 3)
