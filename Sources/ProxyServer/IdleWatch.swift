@@ -35,13 +35,9 @@ final class IdleWatch: ChannelDuplexHandler, RemovableChannelHandler {
     private var sentAtLastCheck: Int64 = 0
     private var lastCheck = NIODeadline.uptimeNanoseconds(0)
 
-    init(timeout: TimeAmount, heldBytes: @escaping (any Channel) -> Int = IdleWatch.bufferedBytes) {
+    init(timeout: TimeAmount, heldBytes: @escaping (any Channel) -> Int = { $0.queuedBytes }) {
         self.timeout = timeout
         self.heldBytes = heldBytes
-    }
-
-    static func bufferedBytes(_ channel: any Channel) -> Int {
-        (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
     }
 
     func handlerAdded(context: ChannelHandlerContext) {

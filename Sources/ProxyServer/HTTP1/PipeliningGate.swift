@@ -61,6 +61,9 @@ final class PipeliningGate: ChannelDuplexHandler, RemovableChannelHandler {
     /// While the response is due, a read brought bytes and no part: the decoder holds them, or dropped them.
     private var readBroughtNoPart = false
 
+    /// Graceful shutdown has taken the last request: nothing more is read or delivered.
+    private var shutdownStopsReading: Bool { shutdown == .afterResponseEnds || shutdown == .closing }
+
     /// Reading is held while a response is due and something waits for it (or the decoder would have to keep it).
     private var holdsReads: Bool {
         phase == .responsePending && (!waiting.isEmpty || decoderStopped || readBroughtNoPart)
@@ -70,10 +73,7 @@ final class PipeliningGate: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         partsThisRead = true
-        switch shutdown {
-        case .afterResponseEnds, .closing: return
-        case .none, .afterRequestEnds: break
-        }
+        guard !shutdownStopsReading else { return }
         if !waiting.isEmpty || phase == .responsePending {
             waiting.append(.read(data))
         } else {
@@ -133,7 +133,7 @@ final class PipeliningGate: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: outbound
 
     func read(context: ChannelHandlerContext) {
-        if shutdown == .afterResponseEnds || shutdown == .closing { return }
+        guard !shutdownStopsReading else { return }
         if holdsReads {
             readPending = true
         } else {
@@ -213,7 +213,7 @@ final class PipeliningGate: ChannelDuplexHandler, RemovableChannelHandler {
             }
         }
         if delivered { context.fireChannelReadComplete() }
-        if readPending, !holdsReads, shutdown != .afterResponseEnds, shutdown != .closing {
+        if readPending, !holdsReads, !shutdownStopsReading {
             readPending = false
             context.read()
         }

@@ -31,7 +31,7 @@ final class ClientDrainWatch {
     func start(_ context: ChannelHandlerContext, stalled: @escaping () -> Void) {
         guard !started, context.channel.isActive else { return }
         started = true
-        backlog = Self.queued(on: context.channel)
+        backlog = context.channel.queuedBytes
         schedule(context.channel, stalled: stalled)
     }
 
@@ -48,7 +48,7 @@ final class ClientDrainWatch {
         check = channel.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
             check = nil
             guard channel.isActive else { return }
-            let now = Self.queued(on: channel)
+            let now = channel.queuedBytes
             let progressed = delivered || now < backlog || now == 0
             delivered = false
             backlog = now
@@ -70,11 +70,14 @@ final class ClientDrainWatch {
             TimeAmount.milliseconds(Int64(info.tcpi_last_data_sent)) < window
         }
     }
-
-    private static func queued(on channel: any Channel) -> Int {
-        (try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
-    }
 }
 
 @available(*, unavailable)
 extension ClientDrainWatch: Sendable {}
+
+extension Channel {
+    /// Bytes written to the channel and not yet taken by its socket (0 when the channel cannot say).
+    var queuedBytes: Int {
+        (try? syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+    }
+}
