@@ -49,8 +49,16 @@ struct WebSocketAdversarialTests {
         }
     }
 
-    @Test("a malformed or oversized frame from the client ends that session with a clear log; the proxy serves on",
-          arguments: [("fragmented ping", WebSocketWire.fragmentedPing()), ("2^40-byte frame", WebSocketWire.hugeFrameHead())])
+    /// Frames a client may not send: NIO's decoder refuses the first two, `FrameRules` the others.
+    static let badClientFrames: [(String, [UInt8])] = [
+        ("fragmented ping", WebSocketWire.fragmentedPing()), ("2^40-byte frame", WebSocketWire.hugeFrameHead()),
+        ("unmasked frame", WebSocketWire.text("bare", masked: false)),
+        ("RSV1 with no extension", WebSocketWire.frame(opcode: 1, Array("hi".utf8), rsv: 4)),
+        ("RSV3 on a ping", WebSocketWire.frame(opcode: 9, [], rsv: 1)),
+    ]
+
+    @Test("a malformed, oversized or unmasked frame from the client, or one with an RSV bit no extension defines, fails the session: a close frame 1002 to both ends, a clear log; the proxy serves on",
+          arguments: badClientFrames)
     func badClientFrame(name: String, frame: [UInt8]) async throws {
         try await TestWebSocketServer.with { server in
             try await withProxy { proxy in
@@ -58,12 +66,19 @@ struct WebSocketAdversarialTests {
                 try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
                 #expect(try await client.readResponse().status == 101)
                 try await client.send(WebSocketWire.text("fine") + frame)
-                #expect(await client.waitForClose(), "\(name): the client's connection closes")
+                // The echo of "fine" may come before the close frame; nothing comes after it.
+                let frames = WebSocketWire.frames(try await client.readToEOF())
+                let close = try #require(frames.last, "\(name): the client gets a close frame")
+                #expect(close.closeCode == 1002 && close.closeReason.hasPrefix("hookproxy: bad frame from the client: "),
+                        "\(name): \(close.closeReason)")
+                #expect(close.payload.count <= 125 && !close.masked)
                 let record = try #require(await Self.sessionRecord(proxy))
                 #expect(record.webSocket?.close?.code == 1002, "\(name)")
                 #expect(record.webSocket?.close?.reason.contains("bad frame from the client") == true,
                         "\(name): \(String(describing: record.webSocket?.close))")
                 #expect(record.webSocket?.sentMessages == 1)
+                #expect(await eventually(timeout: .seconds(20)) { server.records.clientCloseCodes == [1002] },
+                        "\(name): the server gets the close frame too: \(server.records.clientCloseCodes)")
                 #expect(await Self.socketsReleased(proxy, upstreamPort: server.port))
                 // The proxy still works.
                 let next = try await RawClient.connect(port: proxy.port)
@@ -75,9 +90,17 @@ struct WebSocketAdversarialTests {
         }
     }
 
-    @Test("a malformed or oversized frame from the server, right after its 101 in the same packet, ends the session",
-          arguments: [("fragmented ping", WebSocketWire.fragmentedPing(masked: false)),
-                      ("2^40-byte frame", WebSocketWire.hugeFrameHead(masked: false))])
+    /// Frames a server may not send: NIO's decoder refuses the first two, `FrameRules` the others.
+    static let badServerFrames: [(String, [UInt8])] = [
+        ("fragmented ping", WebSocketWire.fragmentedPing(masked: false)),
+        ("2^40-byte frame", WebSocketWire.hugeFrameHead(masked: false)),
+        ("masked frame", WebSocketWire.text("veiled", masked: true)),
+        ("RSV1 with no extension", WebSocketWire.frame(opcode: 2, [1, 2, 3], masked: false, rsv: 4)),
+        ("RSV2 on a close", WebSocketWire.frame(opcode: 8, [3, 232], masked: false, rsv: 2)),
+    ]
+
+    @Test("a malformed, oversized or masked frame from the server, or one with an RSV bit no extension defines, right after its 101 in the same packet, fails the session: a close frame 1002 to both ends",
+          arguments: badServerFrames)
     func badServerFrame(name: String, frame: [UInt8]) async throws {
         let script: [MisbehavingOrigin.Step] = [.send(Array(Self.accept.utf8) + WebSocketWire.text("first", masked: false) + frame), .hang]
         try await MisbehavingOrigin.with(script) { origin in
@@ -85,14 +108,51 @@ struct WebSocketAdversarialTests {
                 let client = try await RawClient.connect(port: proxy.port)
                 try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
                 #expect(try await client.readResponse().status == 101)
-                let rest = try await client.readToEOF()
-                #expect(WebSocketWire.payloads(rest) == [Array("first".utf8)], "\(name): the frame before the bad one arrives")
+                let frames = WebSocketWire.frames(try await client.readToEOF())
+                #expect(frames.map(\.opcode) == [1, 8], "\(name): the frame before the bad one, then the close")
+                #expect(frames.first?.payload == Array("first".utf8))
+                #expect(frames.last?.closeCode == 1002 && frames.last?.closeReason.hasPrefix("hookproxy: bad frame from the server: ") == true,
+                        "\(name): \(String(describing: frames.last?.closeReason))")
                 let record = try #require(await Self.sessionRecord(proxy))
                 #expect(record.webSocket?.close?.code == 1002)
                 #expect(record.webSocket?.close?.by == .server)
                 #expect(record.webSocket?.close?.reason.contains("bad frame from the server") == true,
                         "\(name): \(String(describing: record.webSocket?.close))")
                 #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 })
+                // The server got the close frame (masked, as a client's), after the handshake.
+                let toServer = WebSocketWire.framesAfterHead(origin.received)
+                #expect(toServer.count == 1 && toServer.first?.masked == true && toServer.first?.closeCode == 1002,
+                        "\(name): \(toServer)")
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
+            }
+        }
+    }
+
+    @Test("frames a side sends after its close frame are dropped, and the log says how many")
+    func framesAfterClose() async throws {
+        let script: [MisbehavingOrigin.Step] = [
+            .send(Array(Self.accept.utf8) + WebSocketWire.close(1000, "bye", masked: false)
+                  + WebSocketWire.text("late", masked: false) + WebSocketWire.frame(opcode: 9, [], masked: false)),
+            .hang,
+        ]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
+                #expect(try await client.readResponse().status == 101)
+                let close = WebSocketWire.frames(try await client.read(atLeast: 7))
+                #expect(close.map(\.opcode) == [8] && close.first?.closeCode == 1000 && close.first?.closeReason == "bye")
+                // The client answers the close, then (wrongly) sends on.
+                try await client.send(WebSocketWire.close(1000, "bye too") + WebSocketWire.text("after"))
+                #expect(await eventually(timeout: .seconds(20)) { !WebSocketWire.framesAfterHead(origin.received).isEmpty })
+                client.close()
+                let record = try #require(await Self.sessionRecord(proxy))
+                #expect(record.webSocket?.close?.code == 1000 && record.webSocket?.close?.by == .server)
+                let toServer = WebSocketWire.framesAfterHead(origin.received)
+                #expect(toServer.map(\.opcode) == [8] && toServer.first?.closeReason == "bye too", "\(toServer)")
+                let notes = record.events.map(\.action)
+                #expect(notes.contains("hookproxy dropped 2 frames the server sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)"), "\(notes)")
+                #expect(notes.contains("hookproxy dropped 1 frame the client sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)"), "\(notes)")
                 #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
             }
         }

@@ -423,7 +423,7 @@ struct WebSocketTests {
     /// One write from a peer holding a compressed frame that is not deflate data, then a plain text frame, on a
     /// session a `websocket` rule edits in that direction (so hookproxy inflates it). This crashed the proxy (an
     /// exclusivity conflict between the message flow and the session's end), and the frame after it was relayed.
-    @Test("a message the rules cannot inflate ends the session, and nothing sent after it is relayed",
+    @Test("a message the rules cannot inflate fails the session (a close frame 1009 to both ends), and nothing sent after it is relayed",
           arguments: [(scenario: "deflate-corrupt", direction: "to_client", peerGot: "received"),
                       (scenario: "deflate-corrupt-client", direction: "to_server", peerGot: "server_received")])
     func corruptCompressedMessageEndsTheSession(scenario: String, direction: String, peerGot: String) async throws {
@@ -436,6 +436,15 @@ struct WebSocketTests {
         try await Self.deflateScenario(scenario, rules: rules) { out, proxy in
             #expect(out[peerGot] as? [String] == [], "the other peer got nothing: \(out)")
             #expect(out["closed"] as? Bool == true, "\(out)")
+            // The client's library read hookproxy's close frame, and so did the server's (the to_server case keeps
+            // the server running until the end).
+            let close = out["close"] as? [Any]
+            #expect(close?.first as? Int == 1009 && (close?.last as? String)?.hasPrefix("hookproxy: cannot inflate") == true,
+                    "\(out)")
+            if direction == "to_server" {
+                let serverClose = out["server_close"] as? [Any]
+                #expect(serverClose?.first as? Int == 1009, "\(out)")
+            }
             let record = try #require(await Self.sessionRecord(proxy))
             #expect(record.webSocket?.close?.code == 1009, "\(String(describing: record.webSocket?.close))")
             #expect(record.webSocket?.close?.reason.contains("cannot inflate") == true)

@@ -15,9 +15,10 @@ enum WebSocketWire {
                                                  "Sec-WebSocket-Key: \(key)", "Sec-WebSocket-Version: 13"] + extra)
     }
 
-    /// One frame: FIN and opcode as given, masked with a fixed key when `masked` (a client's frames must be).
-    static func frame(opcode: UInt8, _ payload: [UInt8], fin: Bool = true, masked: Bool = true) -> [UInt8] {
-        var bytes: [UInt8] = [(fin ? 0x80 : 0) | opcode]
+    /// One frame: FIN, opcode and RSV bits (`rsv`: RSV1 is 4, RSV3 1) as given, masked with a fixed key when `masked`
+    /// (a client's frames must be).
+    static func frame(opcode: UInt8, _ payload: [UInt8], fin: Bool = true, masked: Bool = true, rsv: UInt8 = 0) -> [UInt8] {
+        var bytes: [UInt8] = [(fin ? 0x80 : 0) | rsv << 4 | opcode]
         let maskBit: UInt8 = masked ? 0x80 : 0
         if payload.count < 126 {
             bytes.append(maskBit | UInt8(payload.count))
@@ -44,11 +45,22 @@ enum WebSocketWire {
     /// A ping without FIN: control frames may not be fragmented (RFC 6455 §5.5).
     static func fragmentedPing(masked: Bool = true) -> [UInt8] { frame(opcode: 9, [], fin: false, masked: masked) }
 
-    /// The payloads of the complete unmasked frames at the start of `bytes` (what a server sends), in order.
-    static func payloads(_ bytes: [UInt8]) -> [[UInt8]] {
-        var out: [[UInt8]] = []
+    /// One frame as `frames` reads it: its first byte's opcode and RSV bits, and its payload unmasked.
+    struct Frame: Equatable {
+        var opcode: UInt8
+        var payload: [UInt8]
+        var masked: Bool
+        /// A close frame's code, and its reason.
+        var closeCode: Int? { opcode == 8 && payload.count >= 2 ? Int(payload[0]) << 8 | Int(payload[1]) : nil }
+        var closeReason: String { String(decoding: payload.dropFirst(2), as: UTF8.self) }
+    }
+
+    /// The complete frames at the start of `bytes`, in order, masked ones unmasked.
+    static func frames(_ bytes: [UInt8]) -> [Frame] {
+        var out: [Frame] = []
         var at = 0
         while at + 2 <= bytes.count {
+            let masked = bytes[at + 1] & 0x80 != 0
             var length = Int(bytes[at + 1] & 0x7F)
             var start = at + 2
             if length == 126 {
@@ -60,11 +72,31 @@ enum WebSocketWire {
                 length = bytes[start..<start + 8].reduce(0) { $0 << 8 | Int($1) }
                 start += 8
             }
+            let mask = masked ? Array(bytes[min(start, bytes.count)..<min(start + 4, bytes.count)]) : []
+            if masked { start += 4 }
             guard start + length <= bytes.count else { break }
-            out.append(Array(bytes[start..<start + length]))
+            let payload = masked
+                ? bytes[start..<start + length].enumerated().map { $0.element ^ mask[$0.offset % 4] }
+                : Array(bytes[start..<start + length])
+            out.append(Frame(opcode: bytes[at] & 0x0F, payload: payload, masked: masked))
             at = start + length
         }
         return out
+    }
+
+    /// The payloads of the complete frames at the start of `bytes`, in order.
+    static func payloads(_ bytes: [UInt8]) -> [[UInt8]] { frames(bytes).map(\.payload) }
+
+    /// The frames after the first empty line of `bytes` (an HTTP head, then a session's frames).
+    static func framesAfterHead(_ bytes: [UInt8]) -> [Frame] {
+        guard let end = (0..<max(0, bytes.count - 3)).first(where: { bytes[$0..<$0 + 4].elementsEqual([13, 10, 13, 10]) })
+        else { return [] }
+        return frames(Array(bytes[(end + 4)...]))
+    }
+
+    /// A close frame with `code` and `reason`.
+    static func close(_ code: UInt16, _ reason: String, masked: Bool = true) -> [UInt8] {
+        frame(opcode: 8, [UInt8(code >> 8), UInt8(code & 0xFF)] + Array(reason.utf8), masked: masked)
     }
 }
 

@@ -50,6 +50,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private let drain: ClientDrainWatch
     /// What cuts each direction's big frames into fragments; nil when an extension hookproxy does not know was agreed.
     private let splitter: FrameSplitter?
+    /// What each frame is checked against before it goes on (masking, RSV bits).
+    private let rules: FrameRules
+    /// Frames a side sent after its close frame, dropped (RFC 6455 §5.5.1: nothing follows a close frame).
+    private var droppedAfterClose = (fromClient: 0, fromServer: 0)
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
         self.handshake = handshake
@@ -61,6 +65,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         let deflate = DeflateAgreement(serverAnswer: extensions)
         splitter = FrameSplitter.allowed(extensions: extensions)
             ? FrameSplitter(maxFrameSize: WebSocketSession.maxFrameSize, knowsRSV1: deflate != nil) : nil
+        rules = FrameRules(serverAnswer: extensions)
         toServer = MessageFlow(direction: .send, transform: handshake.plan.webSocketToServer,
                                inflater: deflate.map { MessageInflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) },
                                deflater: deflate.flatMap { MessageDeflater(windowBits: $0.clientWindowBits, noContextTakeover: $0.clientNoContextTakeover) })
@@ -97,7 +102,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         guard !ended else { return }  // (what the decoder still had when the session ended)
         switch process(unwrapInboundIn(data), flow: &toServer) {
         case .forward(let frames): for out in frames { sendUpstream(out) }
-        case .end(let close): end(close)
+        case .fail(let close): fail(close)
         }
         if upstream.bufferedBytes > WebSocketSession.highWater { reads.pause() }
     }
@@ -122,7 +127,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         // A frame NIO cannot parse (too large, bad opcode): the session cannot go on.
         handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): client frame error: \(error)")
-        end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the client: \(FrameErrorText.describe(error, maxFrameSize: WebSocketSession.maxFrameSize))", by: .client))
+        fail(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the client: \(FrameErrorText.describe(error, maxFrameSize: WebSocketSession.maxFrameSize))", by: .client))
     }
 
     /// hookproxy is shutting down (`ProxyServer.shutdown` tells every connection): both ends get the close frame a
@@ -132,14 +137,9 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
         guard !ended else { return }
         let close = WebSocketLog.Close(code: 1001, reason: "hookproxy: shutting down", by: .server)
-        var payload = context.channel.allocator.buffer(capacity: 2 + close.reason.utf8.count)
-        payload.writeInteger(UInt16(1001))
-        payload.writeString(close.reason)
-        let frame = WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)
         // RFC 6455 §5.5.1: an end sends one close frame. One already relayed stays the close the log records.
         if log.close == nil { log.close = close }
-        if !closeSentToServer { sendUpstream(WebSocketSession.forwardable(frame, towardServer: true, key: nil)) }
-        if !closeSentToClient { context.write(wrapOutboundOut(frame), promise: nil) }
+        sendCloseFrames(code: 1001, reason: close.reason)
         end(close, sendingRest: true)
     }
 
@@ -158,12 +158,12 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             guard !ended else { return }
             switch process(frame, flow: &toClient) {
             case .forward(let frames): for out in frames { context.write(wrapOutboundOut(out), promise: nil) }
-            case .end(let close): end(close)
+            case .fail(let close): fail(close)
             }
         }
         if let frameError, !ended {
             handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): server frame error: \(frameError)")
-            end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(FrameErrorText.describe(frameError, maxFrameSize: WebSocketSession.maxFrameSize))", by: .server))
+            fail(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(FrameErrorText.describe(frameError, maxFrameSize: WebSocketSession.maxFrameSize))", by: .server))
         }
         guard !ended else { return }
         context.flush()
@@ -212,16 +212,27 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     // MARK: - frames
 
-    /// What one frame leads to: frames to forward (none while a message an edit waits for is incomplete), or the end
-    /// of the session. The caller ends it, once `flow`'s access is over: `end` reads both flows.
+    /// What one frame leads to: frames to forward (none while a message an edit waits for is incomplete, or after
+    /// the sender's close frame), or the session failing. The caller fails it, once `flow`'s access is over: `end`
+    /// reads both flows.
     private enum Step {
         case forward([WebSocketFrame])
-        case end(WebSocketLog.Close)
+        case fail(WebSocketLog.Close)
     }
 
     /// What `frame` leads to, with the log updated.
     private func process(_ frame: WebSocketFrame, flow: inout MessageFlow) -> Step {
         let towardServer = flow.direction == .send
+        let by: WebSocketLog.Close.Side = towardServer ? .client : .server
+        // A close frame went on to the receiver: nothing after it may follow (RFC 6455 §5.5.1).
+        if towardServer ? closeSentToServer : closeSentToClient {
+            if towardServer { droppedAfterClose.fromClient += 1 } else { droppedAfterClose.fromServer += 1 }
+            return .forward([])
+        }
+        if let what = rules.violation(frame, fromClient: towardServer) {
+            handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): bad frame from the \(by): \(what)")
+            return .fail(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the \(by): \(what)", by: by))
+        }
         let key = frame.maskKey
         let plain = frame.unmaskedFrame  // unmasked once, for the log, the rules and the encoder
         switch plain.opcode {
@@ -239,14 +250,13 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         default:
             let result = flow.take(plain, room: logRoom)
             if let message = result.message { logMessage(message) }
-            let by: WebSocketLog.Close.Side = towardServer ? .client : .server
             switch result.failure {
             case .badFrame(let what)?:
                 handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): bad frame from the \(by): \(what)")
-                return .end(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the \(by): \(what)", by: by))
+                return .fail(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the \(by): \(what)", by: by))
             case .cannotEdit(let reason)?:
                 // The receiver's window is hookproxy's now: a message it cannot compress again ends the session.
-                return .end(WebSocketLog.Close(code: 1009, reason: reason, by: by))
+                return .fail(WebSocketLog.Close(code: 1009, reason: reason, by: by))
             case nil:
                 break
             }
@@ -291,6 +301,29 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     // MARK: - the end
 
+    /// Fails the session (RFC 6455 §7.1.7) on a fault hookproxy found: a bad frame, or a message it cannot edit.
+    /// Each end that has had no close frame gets one with `close`'s code and reason, after what was already queued
+    /// for it, so both peers learn why; then both connections close.
+    private func fail(_ close: WebSocketLog.Close) {
+        guard !ended else { return }
+        sendCloseFrames(code: UInt16(close.code ?? 1002), reason: close.reason)
+        end(close, sendingRest: true)
+    }
+
+    /// A close frame to each end that has had none.
+    private func sendCloseFrames(code: UInt16, reason: String) {
+        guard let context else { return }
+        let frame = CloseFrame.make(code: code, reason: reason, allocator: context.channel.allocator)
+        if !closeSentToServer {
+            closeSentToServer = true
+            sendUpstream(WebSocketSession.forwardable(frame, towardServer: true, key: nil))
+        }
+        if !closeSentToClient {
+            closeSentToClient = true
+            context.write(wrapOutboundOut(frame), promise: nil)
+        }
+    }
+
     /// Ends the session once: both connections close, the log gets its record. What was written toward the client
     /// still goes out; toward the server, with `sendingRest` (the client left), and else is dropped (an error, or
     /// the server left).
@@ -320,9 +353,14 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         if let message = toServer.unfinished() { logMessage(message) }
         if let message = toClient.unfinished() { logMessage(message) }
         let unlisted = log.sentMessages + log.receivedMessages - log.messages.count
-        let listNote = unlisted > 0
-            ? ["\(unlisted) messages after the first \(WebSocketSession.maxListedMessages) not listed (counted in the totals)"] : []
-        handshake.sessionEnded(log, notes: toServer.notes.lines + toClient.notes.lines + listNote)
+        var notes = toServer.notes.lines + toClient.notes.lines
+        if unlisted > 0 {
+            notes.append("\(unlisted) messages after the first \(WebSocketSession.maxListedMessages) not listed (counted in the totals)")
+        }
+        for (count, side) in [(droppedAfterClose.fromClient, "client"), (droppedAfterClose.fromServer, "server")] where count > 0 {
+            notes.append("hookproxy dropped \(count) frame\(count == 1 ? "" : "s") the \(side) sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)")
+        }
+        handshake.sessionEnded(log, notes: notes)
     }
 }
 

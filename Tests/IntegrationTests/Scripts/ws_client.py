@@ -119,8 +119,9 @@ async def main():
                 try:
                     while True:
                         received.append(await asyncio.wait_for(ws.recv(), 10))
-                except ConnectionClosed:
+                except ConnectionClosed as closed:
                     out["closed"] = True
+                    out["close"] = [closed.rcvd.code, closed.rcvd.reason] if closed.rcvd else None
                 except asyncio.TimeoutError:
                     out["timed_out"] = True
                 out["received"] = received
@@ -136,6 +137,7 @@ async def main():
                         received.append(message)
                 except ConnectionClosed:
                     pass
+                out["server_close"] = [ws.close_code, ws.close_reason]
             server = await deflate_server(recording_handler)
 
             def masked(first, payload):
@@ -146,8 +148,9 @@ async def main():
                 ws.transport.write(masked(0xC1, b"\xff" * 5) + masked(0x81, b"after"))
                 try:
                     await asyncio.wait_for(ws.recv(), 10)
-                except ConnectionClosed:
+                except ConnectionClosed as closed:
                     out["closed"] = True
+                    out["close"] = [closed.rcvd.code, closed.rcvd.reason] if closed.rcvd else None
                 except asyncio.TimeoutError:
                     out["timed_out"] = True
             await asyncio.sleep(0.5)
