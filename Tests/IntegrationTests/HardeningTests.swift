@@ -621,6 +621,22 @@ struct HardeningLeakTests {
         }
     }
 
+    /// README: a FIN is the client leaving, as for nginx and squid: a closed and a half-closed connection look the
+    /// same, and answering would send upstream what a client that closed gave up on.
+    @Test("a FIN after a request ends that exchange as the client's leaving; nothing is answered")
+    func finAfterTheRequest() async throws {
+        try await withProxyAndOrigin { proxy, origin in
+            try await withRawClient(proxy) { client in
+                try await client.send(rawRequest("GET \(origin.baseURL)/slow-head?ms=2000 HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"]))
+                client.shutdownWrite()
+                #expect(try await client.readToEOF().isEmpty)
+                #expect(client.sawEOF)
+            }
+            let records = await proxy.recorder.waitFor(count: 1)
+            #expect(records.first?.error == "client closed the connection", "\(records.map(\.error))")
+        }
+    }
+
     @Test("a request body transform that finishes after the client left starts no transfer")
     func transformAfterTheClientLeft() async throws {
         let directory = try TemporaryDirectory()
