@@ -38,7 +38,7 @@ struct MessageFlow {
 
     /// What one frame gives: frames to forward now, the message it completed, and why the session cannot go on.
     struct Taken {
-        var forward: [WebSocketFrame]
+        var forward: FrameBatch
         var message: Complete?
         var failure: Failure?
     }
@@ -94,19 +94,19 @@ struct MessageFlow {
     /// now, and the message it completed. `room`: how many bytes of a message that starts here the log may keep.
     mutating func take(_ frame: WebSocketFrame, room: Int) -> Taken {
         if frame.opcode == .continuation {
-            guard inMessage else { return Taken(forward: [], message: nil, failure: .badFrame("a continuation frame with no message to continue")) }
+            guard inMessage else { return Taken(forward: .none, message: nil, failure: .badFrame("a continuation frame with no message to continue")) }
         } else {
             guard frame.opcode == .text || frame.opcode == .binary else {
-                return Taken(forward: [], message: nil, failure: .badFrame("reserved opcode \(UInt8(webSocketOpcode: frame.opcode))"))
+                return Taken(forward: .none, message: nil, failure: .badFrame("reserved opcode \(UInt8(webSocketOpcode: frame.opcode))"))
             }
             guard !inMessage else {
-                return Taken(forward: [], message: nil, failure: .badFrame("a new message inside a fragmented one"))
+                return Taken(forward: .none, message: nil, failure: .badFrame("a new message inside a fragmented one"))
             }
             start(frame, room: room)
         }
         let data = frame.unmaskedData
         size += data.readableBytes
-        var forward: [WebSocketFrame] = []
+        var forward = FrameBatch.none
         if compressed {
             inflate(data, last: frame.fin)
             if recompressing && inflateFailed {
@@ -115,7 +115,7 @@ struct MessageFlow {
                 inMessage = false
                 let inflated = plain
                 plain = ByteBuffer()
-                return Taken(forward: [], message: complete(data: inflated),
+                return Taken(forward: .none, message: complete(data: inflated),
                              failure: .cannotEdit("hookproxy: cannot inflate a compressed \(side) message to edit it (corrupt, or over \(MessageInflater.maxMessageBytes) bytes inflated)"))
             }
         } else {
@@ -131,11 +131,11 @@ struct MessageFlow {
                 notes.add(heldBytes > MessageFlow.maxEditedMessage
                           ? "\(side) message over \(MessageFlow.maxEditedMessage) bytes: sent unchanged"
                           : "\(side) message in over \(MessageFlow.maxHeldFrames) frames: sent unchanged")
-                forward = held
+                forward = .many(held)
                 held = []
             }
         } else {
-            forward = [frame]
+            forward = .one(frame)
         }
         guard frame.fin else { return Taken(forward: forward, message: nil) }
         inMessage = false
@@ -145,7 +145,7 @@ struct MessageFlow {
             held = []
             size = message.readableBytes
             truncated = false  // the log gets the whole edited message (the session keeps what it has room for)
-            return Taken(forward: [WebSocketFrame(fin: true, opcode: .text, data: message)], message: complete(data: message))
+            return Taken(forward: .one(WebSocketFrame(fin: true, opcode: .text, data: message)), message: complete(data: message))
         }
         if recompressing {
             var message = plain
@@ -157,10 +157,10 @@ struct MessageFlow {
             }
             inflatedSize = message.readableBytes
             guard let deflated = deflater?.deflate(message) else {
-                return Taken(forward: [], message: complete(data: message),
+                return Taken(forward: .none, message: complete(data: message),
                              failure: .cannotEdit("hookproxy: cannot compress a \(side) message again"))
             }
-            return Taken(forward: [WebSocketFrame(fin: true, rsv1: true, opcode: opcode, data: deflated)],
+            return Taken(forward: .one(WebSocketFrame(fin: true, rsv1: true, opcode: opcode, data: deflated)),
                          message: complete(data: message))
         }
         return Taken(forward: forward, message: complete(data: kept))

@@ -216,7 +216,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     /// the sender's close frame), or the session failing. The caller fails it, once `flow`'s access is over: `end`
     /// reads both flows.
     private enum Step {
-        case forward([WebSocketFrame])
+        case forward(FrameBatch)
         case fail(WebSocketLog.Close)
     }
 
@@ -227,7 +227,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         // A close frame went on to the receiver: nothing after it may follow (RFC 6455 §5.5.1).
         if towardServer ? closeSentToServer : closeSentToClient {
             if towardServer { droppedAfterClose.fromClient += 1 } else { droppedAfterClose.fromServer += 1 }
-            return .forward([])
+            return .forward(.none)
         }
         if let what = rules.violation(frame, fromClient: towardServer) {
             handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): bad frame from the \(by): \(what)")
@@ -244,9 +244,9 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
                 log.close = WebSocketLog.Close(code: code, reason: reason, by: towardServer ? .client : .server)
             }
             if towardServer { closeSentToServer = true } else { closeSentToClient = true }
-            return .forward([WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)])
+            return .forward(.one(WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)))
         case .ping, .pong:
-            return .forward([WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)])
+            return .forward(.one(WebSocketSession.forwardable(plain, towardServer: towardServer, key: key)))
         default:
             let result = flow.take(plain, room: logRoom)
             if let message = result.message { logMessage(message) }
@@ -260,7 +260,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             case nil:
                 break
             }
-            return .forward(result.forward.map { WebSocketSession.forwardable($0, towardServer: towardServer, key: key) })
+            return .forward(result.forward.mapFrames { WebSocketSession.forwardable($0, towardServer: towardServer, key: key) })
         }
     }
 
