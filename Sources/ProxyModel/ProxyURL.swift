@@ -163,6 +163,23 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     public var pathAndQuery: String { query.map { "\(path)?\($0)" } ?? path }
 
     /// `scheme://authority/path?query`, built in one buffer (every log record makes one or two).
+    /// The asterisk-form target of `OPTIONS *` (RFC 9112 §3.2.4): the server as a whole, not a resource. Its
+    /// `path` is `*`; written out, the URL has an empty path (`http://host:port`), the absolute form that means it.
+    public var isAsterisk: Bool { path == "*" }
+
+    /// `url` with the asterisk-form target, for an `OPTIONS` request that asks about the server as a whole.
+    public static func asterisk(scheme: String, host: String, port: Int) -> ProxyURL {
+        ProxyURL(scheme: scheme, host: host, port: port, path: "*")
+    }
+
+    /// Whether absolute-form `target` has an empty path and no query (`http://host:port`): for `OPTIONS`, RFC 9112
+    /// §3.2.4 has the last proxy send `*`.
+    public static func hasEmptyPath(_ target: String) -> Bool {
+        let bytes = Array(target.utf8.prefix { $0 != UInt8(ascii: "#") })
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), bytes[colon...].starts(with: "://".utf8) else { return false }
+        return !bytes[(colon + 3)...].contains { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }
+    }
+
     public var description: String {
         var text = ""
         text.reserveCapacity(scheme.utf8.count + host.utf8.count + path.utf8.count + (query?.utf8.count ?? 0) + 16)
@@ -176,7 +193,7 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
             text += ":"
             text += String(port)
         }
-        text += path
+        if !isAsterisk { text += path }  // RFC 9112 §3.2.4: an empty path stands for `OPTIONS *`
         if let query {
             text += "?"
             text += query

@@ -17,7 +17,8 @@ extension CurlTransfer {
         // (CURLOPT_REQUEST_TARGET), so curl's URL parser never rewrites what the client sent.
         let viaProxy = !(settings.upstreamProxy ?? "").isEmpty && head.url.scheme == "http" && !request.connectOnly
         let answersChallenges = request.challenge?.action == .useCredential
-        if viaProxy || answersChallenges {
+        // `OPTIONS *` goes as `*` either way (to an upstream proxy too, as curl's own `--request-target '*'` does).
+        if (viaProxy || answersChallenges) && !head.url.isAsterisk {
             try easy.set(CURLOPT_URL, head.url.description)
         } else {
             try easy.set(CURLOPT_URL, "\(head.url.scheme)://\(head.url.authority)/")

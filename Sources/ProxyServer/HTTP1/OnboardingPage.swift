@@ -6,6 +6,10 @@ import ProxyRules
 /// What a request to hookproxy's own address gets: a small page, never a forward (which would loop).
 enum OnboardingPage {
     static func response(for path: String, ca: LazyCertificateAuthority) -> LocalResponse {
+        if path == "*" {
+            // `OPTIONS *` to hookproxy itself: what it accepts (every method goes through; CONNECT opens tunnels).
+            return .text(200, "", headers: [("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, CONNECT")])
+        }
         if path == "/api" || path.hasPrefix("/api/") {
             // the viewer's API (off, or asked for through the proxy): not here
             return .text(404, "hookproxy: no traffic viewer API here (it is off with --no-ui, and served only to requests addressed to hookproxy itself, not through it)\n")

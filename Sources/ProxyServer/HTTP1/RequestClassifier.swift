@@ -22,11 +22,11 @@ enum RequestClassifier {
         if let refusal = hostRefusal(head) { return refusal }
         if let tunnel = impliedAuthority { return classify(head, inTunnelTo: tunnel, scheme: impliedScheme) }
         var headers = HeaderFields(head.headers)
-        let url: ProxyURL
-        if uri.hasPrefix("/") {
-            // origin-form: the Host header names the target
+        var url: ProxyURL
+        if uri.hasPrefix("/") || uri == "*" {
+            // origin-form (or `OPTIONS *`, as curl sends it through a proxy): the Host header names the target
             guard let authority = headers["host"], !authority.isEmpty else {
-                return .invalid("origin-form request without a Host header")
+                return .invalid("\(uri == "*" ? "asterisk-form" : "origin-form") request without a Host header")
             }
             guard let (host, port) = ProxyURL.splitAuthority(Substring(authority), defaultPort: ProxyURL.defaultPort(for: impliedScheme))
             else { return .invalid("invalid Host header '\(authority)'") }
@@ -37,6 +37,7 @@ enum RequestClassifier {
         } else {
             return .invalid("request target must be an absolute http(s) URL or a path, got '\(uri.prefix(200))'")
         }
+        if let refusal = asteriskForm(head, url: &url) { return refusal }
         if let listening, isOwnAddress(url, listening: listening) {
             return .ownAddress(path: url.path)
         }
@@ -56,8 +57,8 @@ enum RequestClassifier {
         guard let (host, port) = ProxyURL.splitAuthority(Substring(tunnel), defaultPort: ProxyURL.defaultPort(for: scheme))
         else { return .invalid("invalid tunnel authority '\(tunnel.prefix(200))'") }
         var headers = HeaderFields(head.headers)
-        let url: ProxyURL
-        if uri.hasPrefix("/") {
+        var url: ProxyURL
+        if uri.hasPrefix("/") || uri == "*" {
             let (path, query) = ProxyURL.splitTarget(Substring(uri))
             url = ProxyURL(scheme: scheme, host: host, port: port, path: path, query: query)
         } else if let absolute = ProxyURL(string: uri) {
@@ -70,6 +71,7 @@ enum RequestClassifier {
         } else {
             return .invalid("request target must be a path or an absolute \(scheme) URL, got '\(uri.prefix(200))'")
         }
+        if let refusal = asteriskForm(head, url: &url) { return refusal }
         HopByHop.strip(&headers)
         if headers["host"]?.isEmpty ?? true { headers.set("Host", url.authority) }
         return .forward(RequestHead(method: head.method.rawValue, url: url, version: HTTPVersionNumber(head.version), headers: headers))
@@ -84,18 +86,36 @@ enum RequestClassifier {
         if let refusal = hostRefusal(head) { return refusal }
         let path: String
         let query: String?
-        if uri.hasPrefix("/") {
+        if uri.hasPrefix("/") || uri == "*" {
             (path, query) = ProxyURL.splitTarget(Substring(uri))
         } else if let absolute = ProxyURL(string: uri) {
-            (path, query) = (absolute.path, absolute.query)
+            let asterisk = head.method == .OPTIONS && absolute.query == nil && ProxyURL.hasEmptyPath(uri)
+            (path, query) = asterisk ? ("*", nil) : (absolute.path, absolute.query)
         } else {
             return .invalid("request target must be a path or an absolute http(s) URL, got '\(uri.prefix(200))'")
         }
-        let url = reverse.upstreamURL(path: path, query: query)
+        var url = reverse.upstreamURL(path: path == "*" ? "/" : path, query: query)
+        // `OPTIONS *` asks about the server as a whole: the route's path does not apply.
+        if path == "*" { url = .asterisk(scheme: url.scheme, host: url.host, port: url.port) }
+        if let refusal = asteriskForm(head, url: &url) { return refusal }
         var headers = HeaderFields(head.headers)
         HopByHop.strip(&headers)
         headers.set("Host", url.authority)
         return .forward(RequestHead(method: head.method.rawValue, url: url, version: HTTPVersionNumber(head.version), headers: headers))
+    }
+
+    /// RFC 9112 §3.2.4: the asterisk-form target (`*`) is for `OPTIONS` only, and an absolute-form `OPTIONS` with
+    /// an empty path and no query (`OPTIONS http://host:port`) goes on as `OPTIONS *`. `url` becomes the asterisk
+    /// form then; another method with `*` is refused.
+    private static func asteriskForm(_ head: HTTPRequestHead, url: inout ProxyURL) -> Kind? {
+        let isOptions = head.method == .OPTIONS
+        if url.isAsterisk {
+            return isOptions ? nil : .invalid("the request target '*' is for OPTIONS only, not \(head.method.rawValue)")
+        }
+        if isOptions, url.path == "/", url.query == nil, !head.uri.hasPrefix("/"), ProxyURL.hasEmptyPath(head.uri) {
+            url = .asterisk(scheme: url.scheme, host: url.host, port: url.port)
+        }
+        return nil
     }
 
     /// RFC 9112 §3.2: a request with more than one Host field gets 400 (hookproxy would route by the first, and
