@@ -28,7 +28,10 @@ public struct ReplayClient: Sendable {
         guard let url = ProxyURL(string: entry.url) else {
             return ReplayResponse(status: 0, size: 0, failure: "not a valid http(s) URL")
         }
-        var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: entry.method), uri: url.description)
+        // `OPTIONS *` was logged with an empty path (RFC 9112 §3.2.4): sent so, the proxy forwards it as `*` again.
+        let asterisk = entry.method == "OPTIONS" && url.path == "/" && url.query == nil && ProxyURL.hasEmptyPath(entry.url)
+        let target = asterisk ? "\(url.scheme)://\(url.authority)" : url.description
+        var head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: entry.method), uri: target)
         head.headers.add(name: "Host", value: url.authority)
         for field in entry.headers { head.headers.add(name: field.name, value: field.value) }
         head.headers.add(name: "Connection", value: "close")

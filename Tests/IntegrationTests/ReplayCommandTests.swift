@@ -87,6 +87,23 @@ struct ReplayCommandTests {
         }
     }
 
+    @Test("OPTIONS * recorded (its URL without a path) replays as OPTIONS *, not OPTIONS /")
+    func asteriskReplaysAsAnAsterisk() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let recorded = directory.path + "/recorded.har"
+        try await withOrigin { origin in
+            try await Replay.record(to: recorded, in: directory) { proxy async throws in
+                let curl = try await curlThrough(proxy, ["-X", "OPTIONS", "--request-target", "*", "-o", "/dev/null", "\(origin.baseURL)/"])
+                #expect(curl.exitCode == 0, "\(curl.stderr)")
+            }
+            let run = try await Replay.run([recorded], in: directory)
+            #expect(run.status == 0, "stdout: \(run.lines) stderr: \(run.stderr)")
+            #expect(run.requestLines.count == 1 && run.requestLines.first?.hasSuffix("OPTIONS \(origin.baseURL)") == true, "\(run.lines)")
+            #expect(origin.requests.map(\.target) == ["*", "*"], "\(origin.requests.map(\.target))")
+        }
+    }
+
     @Test("--concurrency 2: two requests in flight, the third starts when one ends, the output stays in HAR order")
     func concurrency() async throws {
         let directory = try TemporaryDirectory()
