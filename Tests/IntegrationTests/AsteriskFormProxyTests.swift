@@ -48,6 +48,26 @@ struct AsteriskFormProxyTests {
         }
     }
 
+    @Test("inside an intercepted tunnel, OPTIONS * from an HTTP/2 client (:path *) and from curl over HTTP/1.1 reaches the origin as OPTIONS *")
+    func interceptedTunnel() async throws {
+        let ca = TestCA.shared
+        try await withOrigin(tls: ca.identity([ca.leaf, ca.intermediate])) { origin in
+            try await withInterceptingProxy { proxy, caPath in
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
+                defer { Task { await client.close() } }
+                let h2 = try await client.send("OPTIONS", "*")
+                #expect(h2.status == 404, "the origin's own answer to '*': \(h2)")
+                let curl = try await Hooks.curl(proxy, "https://localhost:\(origin.port)/",
+                                                ["--http1.1", "--cacert", caPath, "-X", "OPTIONS", "--request-target", "*"])
+                #expect(curl.exitCode == 0 && curl.status == 404, "\(curl.stderr)")
+                #expect(origin.requests.map(\.target) == ["*", "*"], "\(origin.requests.map(\.target))")
+                let records = await Hooks.records(proxy, count: 2)
+                #expect(records.allSatisfy { $0.url == "https://localhost:\(origin.port)" }, "\(records.map(\.url))")
+            }
+        }
+    }
+
     @Test("a --reverse listener forwards OPTIONS * as OPTIONS *, whatever the route's path")
     func reverseListener() async throws {
         try await MisbehavingOrigin.with(Self.answer) { origin in
