@@ -128,11 +128,12 @@ struct WebSocketAdversarialTests {
         }
     }
 
-    @Test("frames a side sends after its close frame are dropped, and the log says how many")
+    @Test("frames a side sends after its close frame are dropped, bytes that are no frame too, and the log says how many")
     func framesAfterClose() async throws {
         let script: [MisbehavingOrigin.Step] = [
             .send(Array(Self.accept.utf8) + WebSocketWire.close(1000, "bye", masked: false)
-                  + WebSocketWire.text("late", masked: false) + WebSocketWire.frame(opcode: 9, [], masked: false)),
+                  + WebSocketWire.text("late", masked: false) + WebSocketWire.frame(opcode: 9, [], masked: false)
+                  + WebSocketWire.hugeFrameHead(masked: false)),
             .hang,
         ]
         try await MisbehavingOrigin.with(script) { origin in
@@ -143,7 +144,8 @@ struct WebSocketAdversarialTests {
                 let close = WebSocketWire.frames(try await client.read(atLeast: 7))
                 #expect(close.map(\.opcode) == [8] && close.first?.closeCode == 1000 && close.first?.closeReason == "bye")
                 // The client answers the close, then (wrongly) sends on.
-                try await client.send(WebSocketWire.close(1000, "bye too") + WebSocketWire.text("after"))
+                try await client.send(WebSocketWire.close(1000, "bye too") + WebSocketWire.text("after")
+                                      + WebSocketWire.fragmentedPing())
                 #expect(await eventually(timeout: .seconds(20)) { !WebSocketWire.framesAfterHead(origin.received).isEmpty })
                 client.close()
                 let record = try #require(await Self.sessionRecord(proxy))
@@ -151,8 +153,8 @@ struct WebSocketAdversarialTests {
                 let toServer = WebSocketWire.framesAfterHead(origin.received)
                 #expect(toServer.map(\.opcode) == [8] && toServer.first?.closeReason == "bye too", "\(toServer)")
                 let notes = record.events.map(\.action)
-                #expect(notes.contains("hookproxy dropped 2 frames the server sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)"), "\(notes)")
-                #expect(notes.contains("hookproxy dropped 1 frame the client sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)"), "\(notes)")
+                #expect(notes.contains("hookproxy dropped 3 frames the server sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)"), "\(notes)")
+                #expect(notes.contains("hookproxy dropped 2 frames the client sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)"), "\(notes)")
                 #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
             }
         }

@@ -52,8 +52,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private let splitter: FrameSplitter?
     /// What each frame is checked against before it goes on (masking, RSV bits).
     private let rules: FrameRules
-    /// Frames a side sent after its close frame, dropped (RFC 6455 §5.5.1: nothing follows a close frame).
+    /// Frames a side sent after its close frame, dropped (RFC 6455 §5.5.1: nothing follows a close frame). Bytes
+    /// that are no frame count as one, once: the decoder then drops all it gets.
     private var droppedAfterClose = (fromClient: 0, fromServer: 0)
+    private var undecodableAfterClose = (fromClient: false, fromServer: false)
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
         self.handshake = handshake
@@ -125,8 +127,14 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         if Self.clientLeft(error) {
             return end(WebSocketLog.Close(code: nil, reason: "client connection failed: \(error)", by: .client), sendingRest: true)
         }
-        // A frame NIO cannot parse (too large, bad opcode): the session cannot go on.
+        // A frame NIO cannot parse (too large, bad opcode): the session cannot go on, unless the client already sent
+        // its close frame: what follows it is dropped, whatever it is, and the server's answer still comes.
         handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): client frame error: \(error)")
+        if closeSentToServer, error is NIOWebSocketError || error is ByteToMessageDecoderError {
+            if !undecodableAfterClose.fromClient { droppedAfterClose.fromClient += 1 }
+            undecodableAfterClose.fromClient = true
+            return
+        }
         fail(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the client: \(FrameErrorText.describe(error, maxFrameSize: WebSocketSession.maxFrameSize))", by: .client))
     }
 
@@ -163,7 +171,13 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         if let frameError, !ended {
             handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): server frame error: \(frameError)")
-            fail(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(FrameErrorText.describe(frameError, maxFrameSize: WebSocketSession.maxFrameSize))", by: .server))
+            // After the server's close frame, what follows is dropped, whatever it is.
+            if closeSentToClient {
+                if !undecodableAfterClose.fromServer { droppedAfterClose.fromServer += 1 }
+                undecodableAfterClose.fromServer = true
+            } else {
+                fail(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(FrameErrorText.describe(frameError, maxFrameSize: WebSocketSession.maxFrameSize))", by: .server))
+            }
         }
         guard !ended else { return }
         context.flush()
