@@ -1,5 +1,6 @@
 internal import CCurl
 internal import CEpoll
+import Glibc
 import NIOCore
 import ProxyModel
 
@@ -64,6 +65,11 @@ public final class UpstreamConnection {
     private var channel: UpstreamChannelHandler?
     /// Set by `closeWhenSent` while the backlog goes out: the next check that the server still takes bytes.
     private var closeWatch: Scheduled<Void>?
+    /// `closeWhenSent`'s bound, kept for the wait after the last byte (`linger`).
+    private var closeTimeout = TimeAmount.zero
+    /// Everything went out and the output is shut down: what the server still sends is read and dropped until it
+    /// closes its side (`linger`).
+    private var lingering = false
     static let readSize = 64 * 1024
 
     init(engine: LoopEngine, easy: CurlEasy, owner: CurlTransfer, socket: Int32, delegate: any UpstreamConnectionDelegate) {
@@ -146,16 +152,31 @@ public final class UpstreamConnection {
     ///
     /// Bounded like every wait on a peer: when a whole `idleTimeout` (`--idle-timeout`) passes in which the server
     /// took no byte, the connection closes and the rest is dropped, so a server that stops reading cannot hold it.
-    /// Checked once per `idleTimeout`: such a server is let go one to two of them after its last read.
+    /// Checked once per `idleTimeout`: such a server is let go one to two of them after its last read. Once the last
+    /// byte went out, the connection lingers (`linger`) for at most one more `idleTimeout`.
     public func closeWhenSent(idleTimeout: TimeAmount) {
         loop.preconditionInEventLoop()
-        guard isOpen, closeWatch == nil else { return }
+        guard isOpen, closeWatch == nil, !lingering else { return }
         delegate = nil
+        closeTimeout = idleTimeout
         let waiting = flush()
         guard isOpen else { return }
-        guard waiting > 0 else { return finish() }
+        guard waiting > 0 else { return linger() }
         watchProgress(every: idleTimeout, backlog: waiting)
         setReading(true)  // if the relay held it; may finish (the server's close, held back with reading)
+    }
+
+    /// `closeWhenSent`'s last step, once every byte went out. Closing a socket with bytes from the server unread in
+    /// it makes the kernel reset the connection, and the reset destroys what the server had not yet received (a
+    /// close frame, the frames before it). So the output is shut down (a FIN after the last byte), what the server
+    /// still sends is read and dropped, and the connection closes at the server's close or after `closeTimeout`.
+    private func linger() {
+        guard isOpen, !lingering else { return }
+        lingering = true
+        closeWatch?.cancel()
+        guard Glibc.shutdown(socket, Int32(SHUT_WR)) == 0 else { return finish() }
+        closeWatch = loop.assumeIsolated().scheduleTask(in: closeTimeout) { [self] in finish() }
+        setReading(true)
     }
 
     /// While `closeWhenSent` waits: closes unless the backlog shrank since the last check.
@@ -211,7 +232,7 @@ public final class UpstreamConnection {
                 if sent == 0 { break }
             }
         }
-        if closeWatch != nil && pending.isEmpty { return finish() }  // everything went out (`closeWhenSent`)
+        if closeWatch != nil && pending.isEmpty { return linger() }  // everything went out (`closeWhenSent`)
         arm()
         if hadBacklog && pending.isEmpty { delegate?.upstreamWritable() }
     }
@@ -295,7 +316,7 @@ public final class UpstreamConnection {
     func channelWritable() {
         guard isOpen, bufferedBytes > 0 else { return }
         bufferedBytes = channel?.bufferedBytes ?? 0
-        if closeWatch != nil { return finish() }  // everything went out (`closeWhenSent`)
+        if closeWatch != nil { return linger() }  // everything went out (`closeWhenSent`)
         delegate?.upstreamWritable()
     }
 
@@ -320,6 +341,7 @@ public final class UpstreamConnection {
         guard isOpen else { return }
         closeWatch?.cancel()
         closeWatch = nil
+        lingering = false
         pending.removeAll()
         firstOffered = false
         bufferedBytes = 0

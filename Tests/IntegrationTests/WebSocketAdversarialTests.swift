@@ -128,6 +128,56 @@ struct WebSocketAdversarialTests {
         }
     }
 
+    /// Found by a hostile review: closing a socket with the client's bytes unread in it makes the kernel reset the
+    /// connection, and the reset destroyed the frames and the close frame still on their way to the client.
+    @Test("a client still sending when its session fails gets every frame before the failure, then the close frame: no reset destroys them")
+    func failsWhileTheClientSends() async throws {
+        let goods = (0..<40).flatMap { WebSocketWire.frame(opcode: 2, [UInt8](repeating: UInt8($0), count: 65536), masked: false) }
+        let script: [MisbehavingOrigin.Step] = [.send(Array(Self.accept.utf8)), .pause(milliseconds: 300),
+                                                .send(goods + WebSocketWire.text("veiled", masked: true)), .hang]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20), receiveBuffer: 16384)
+                defer { client.close() }
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
+                #expect(try await client.readResponse().status == 101)
+                // It sends for 1.5 s without reading; the session fails meanwhile.
+                let chatter = WebSocketWire.frame(opcode: 2, [UInt8](repeating: 7, count: 4096))
+                let until = ContinuousClock.now + .milliseconds(1500)
+                var sendFailed: (any Error)?
+                while ContinuousClock.now < until, sendFailed == nil {
+                    do { try await client.send(chatter) } catch { sendFailed = error }
+                    try await Task.sleep(for: .milliseconds(1))
+                }
+                #expect(sendFailed == nil, "the proxy reset the connection: \(String(describing: sendFailed))")
+                let frames = WebSocketWire.frames(try await client.readToEOF())
+                #expect(frames.filter { $0.opcode == 2 }.count == 40, "\(frames.count) frames")
+                #expect(frames.last?.closeCode == 1002 && frames.last?.closeReason.contains("a masked frame") == true)
+                let record = try #require(await Self.sessionRecord(proxy))
+                #expect(record.webSocket?.close?.code == 1002)
+            }
+        }
+    }
+
+    @Test("a server still sending, and not reading, when the session fails gets every frame before the failure, then the close frame")
+    func failsWhileTheServerSends() async throws {
+        let chatter = WebSocketWire.frame(opcode: 2, [UInt8](repeating: 7, count: 4096), masked: false)
+        let server = try NonReadingServer(answer: Self.accept, readingAfter: .milliseconds(1500), chatter: chatter)
+        defer { server.stop() }
+        try await withProxy { proxy in
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
+            defer { client.close() }
+            try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
+            #expect(try await client.readResponse().status == 101)
+            let goods = (0..<40).flatMap { WebSocketWire.frame(opcode: 2, [UInt8](repeating: UInt8($0), count: 65536)) }
+            try await client.send(goods + WebSocketWire.text("bare", masked: false))
+            #expect(await eventually(timeout: .seconds(20)) { server.readToEnd })
+            let frames = WebSocketWire.frames(server.bytesAfterHead)
+            #expect(frames.filter { $0.opcode == 2 }.count == 40, "\(frames.count) frames, \(server.receivedAfterHead) bytes")
+            #expect(frames.last?.closeCode == 1002 && frames.last?.masked == true, "\(String(describing: frames.last))")
+        }
+    }
+
     @Test("frames a side sends after its close frame are dropped, bytes that are no frame too, and the log says how many")
     func framesAfterClose() async throws {
         let script: [MisbehavingOrigin.Step] = [
@@ -433,8 +483,9 @@ struct WebSocketAdversarialTests {
 
 /// A server that accepts one connection, reads the request head, answers `answer`, and then never reads again
 /// (its receive window fills); or, with `readingAfter`, reads again after that pause, slowly, to the end of the
-/// connection (each wait bounded by 10 s), counting the bytes after the head. Blocking sockets on a thread of its
-/// own; `stop` closes everything.
+/// connection (each wait bounded by 10 s), keeping the bytes after the head. With `chatter`, it sends those bytes
+/// every millisecond during the pause (a server that talks while it does not read). Blocking sockets on a thread
+/// of its own; `stop` closes everything.
 final class NonReadingServer: @unchecked Sendable {
     let port: Int
     private let listener: Int32
@@ -444,15 +495,17 @@ final class NonReadingServer: @unchecked Sendable {
     private final class Accepted: Sendable {
         let fd = Mutex<Int32>(-1)
         /// Bytes after the request head, and whether the connection ended (EOF, an error or the 10 s wait).
-        let read = Mutex<(bytes: Int, ended: Bool)>((0, false))
+        let read = Mutex<(bytes: [UInt8], ended: Bool)>(([], false))
     }
 
-    /// Bytes received after the request head (with `readingAfter`).
-    var receivedAfterHead: Int { accepted.read.withLock { $0.bytes } }
+    /// How many bytes were received after the request head (with `readingAfter`).
+    var receivedAfterHead: Int { accepted.read.withLock { $0.bytes.count } }
+    /// The bytes received after the request head (with `readingAfter`).
+    var bytesAfterHead: [UInt8] { accepted.read.withLock { $0.bytes } }
     /// Whether the reading after the pause reached the end of the connection.
     var readToEnd: Bool { accepted.read.withLock { $0.ended } }
 
-    init(answer: String, readingAfter pause: Duration? = nil) throws {
+    init(answer: String, readingAfter pause: Duration? = nil, chatter: [UInt8]? = nil) throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.listener = listener
         var address = sockaddr_in()
@@ -476,14 +529,24 @@ final class NonReadingServer: @unchecked Sendable {
             while !head.suffix(4).elementsEqual([13, 10, 13, 10]), recv(fd, &byte, 1, 0) == 1 { head.append(byte) }
             _ = Array(answer.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             guard let pause else { return }
-            Thread.sleep(forTimeInterval: Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18)
+            let seconds = Double(pause.components.seconds) + Double(pause.components.attoseconds) / 1e18
+            if let chatter {
+                let end = Date().addingTimeInterval(seconds)
+                while Date() < end {
+                    let sent = chatter.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                    if sent < 0 && errno != EAGAIN { break }
+                    usleep(1000)
+                }
+            } else {
+                Thread.sleep(forTimeInterval: seconds)
+            }
             var timeout = timeval(tv_sec: 10, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var chunk = [UInt8](repeating: 0, count: 64 * 1024)
             while true {
                 let count = recv(fd, &chunk, chunk.count, 0)
                 guard count > 0 else { break }
-                accepted.read.withLock { $0.bytes += count }
+                accepted.read.withLock { $0.bytes += chunk[0..<count] }
                 usleep(1000)  // a slow reader
             }
             accepted.read.withLock { $0.ended = true }

@@ -46,6 +46,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !ended else { return }  // read only to be dropped (`LingeringClose`)
         let bytes = unwrapInboundIn(data)
         log.sentBytes += bytes.readableBytes
         if upstream.write(bytes) > WebSocketSession.highWater { reads.pause() }
@@ -112,10 +113,11 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
             upstream.close()
         }
         if let context, context.channel.isActive {
-            // Everything written still goes out: close after a zero-length write completes.
-            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
-                context.close(promise: nil)
-            }
+            // Everything written still goes out, and what the client still sends cannot reset the connection under
+            // it (`LingeringClose`).
+            context.flush()
+            reads.resume(context)
+            LingeringClose.start(context, timeout: handshake.clientIdleTimeout)
             watchClientDrain()
         }
         handshake.sessionEnded(log)

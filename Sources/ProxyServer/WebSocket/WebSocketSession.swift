@@ -353,15 +353,12 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         upstreamCodec?.finish()
         upstreamCodec = nil
         if let context, context.channel.isActive {
-            // A zero-length write below the frame encoder completes after every frame queued before it.
-            if let encoder = try? context.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self) {
-                encoder.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
-                    context.close(promise: nil)
-                }
-                watchClientDrain()
-            } else {
-                context.close(promise: nil)
-            }
+            // What was written toward the client still reaches it, and what it still sends cannot reset the
+            // connection under those bytes: a FIN after them, then the client's own close (or the idle timeout).
+            context.flush()
+            reads.resume(context)
+            LingeringClose.start(context, timeout: handshake.clientIdleTimeout)
+            watchClientDrain()
         }
         // A message cut short (a big frame relayed in fragments, or a client's own): what went on of it is logged.
         if let message = toServer.unfinished() { logMessage(message) }
