@@ -178,6 +178,27 @@ struct WebSocketAdversarialTests {
         }
     }
 
+    @Test("a failure after the other side's close frame: the log keeps that close and says why hookproxy failed the session")
+    func failureAfterAClose() async throws {
+        let script: [MisbehavingOrigin.Step] = [.send(Array(Self.accept.utf8) + WebSocketWire.close(1000, "srvbye", masked: false)), .hang]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let client = try await RawClient.connect(port: proxy.port)
+                defer { client.close() }
+                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
+                #expect(try await client.readResponse().status == 101)
+                #expect(WebSocketWire.frames(try await client.read(atLeast: 10)).first?.closeReason == "srvbye")
+                try await client.send(WebSocketWire.text("bare", masked: false))
+                let record = try #require(await Self.sessionRecord(proxy))
+                #expect(record.webSocket?.close?.code == 1000 && record.webSocket?.close?.reason == "srvbye")
+                let notes = record.events.map(\.action)
+                #expect(notes.contains { $0.hasPrefix("hookproxy failed the session after that close frame: 1002 hookproxy: bad frame from the client: an unmasked frame") },
+                        "\(notes)")
+                #expect(await eventually(timeout: .seconds(10)) { WebSocketWire.framesAfterHead(origin.received).first?.closeCode == 1002 })
+            }
+        }
+    }
+
     @Test("frames a side sends after its close frame are dropped, bytes that are no frame too, and the log says how many")
     func framesAfterClose() async throws {
         let script: [MisbehavingOrigin.Step] = [

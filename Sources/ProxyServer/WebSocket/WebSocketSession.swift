@@ -56,6 +56,8 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     /// that are no frame count as one, once: the decoder then drops all it gets.
     private var droppedAfterClose = (fromClient: 0, fromServer: 0)
     private var undecodableAfterClose = (fromClient: false, fromServer: false)
+    /// Why hookproxy failed a session whose log already holds the close frame that passed before: a hook event.
+    private var failureAfterClose: String?
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
         self.handshake = handshake
@@ -320,6 +322,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     /// for it, so both peers learn why; then both connections close.
     private func fail(_ close: WebSocketLog.Close) {
         guard !ended else { return }
+        if log.close != nil {
+            // The log keeps the close frame that passed; the failure after it is not lost.
+            failureAfterClose = "hookproxy failed the session after that close frame: \(close.code.map { "\($0) " } ?? "")\(close.reason)"
+        }
         sendCloseFrames(code: UInt16(close.code ?? 1002), reason: close.reason)
         end(close, sendingRest: true)
     }
@@ -368,6 +374,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         if unlisted > 0 {
             notes.append("\(unlisted) messages after the first \(WebSocketSession.maxListedMessages) not listed (counted in the totals)")
         }
+        if let failureAfterClose { notes.append(failureAfterClose) }
         for (count, side) in [(droppedAfterClose.fromClient, "client"), (droppedAfterClose.fromServer, "server")] where count > 0 {
             notes.append("hookproxy dropped \(count) frame\(count == 1 ? "" : "s") the \(side) sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)")
         }
