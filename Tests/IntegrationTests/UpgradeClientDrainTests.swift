@@ -4,10 +4,11 @@ import ProxyModel
 import ProxyTestSupport
 import Testing
 
-/// Once the server side of a WebSocket session or a raw upgrade has finished, hookproxy waits for the client to take
-/// what is queued for it, bounded by `--idle-timeout` (`ClientDrainWatch`): the idle handler left at the upgrade, and
-/// a client that stopped reading held its connection and its `--max-connections` slot for as long as it stayed
-/// connected. A client that reads slowly but keeps reading still gets everything.
+/// Once the server side of a WebSocket session or a raw upgrade has finished, or while it is held back by a client
+/// that takes nothing, hookproxy waits for the client to take what is queued for it, bounded by `--idle-timeout`
+/// (`ClientDrainWatch`): the idle handler left at the upgrade, and a client that stopped reading held its connection
+/// and its `--max-connections` slot for as long as it stayed connected. A client that reads slowly but keeps reading
+/// still gets everything.
 ///
 /// The server is a raw socket (`RawListener`) that answers 101 and floods the client; the client (`RawClient`, a small
 /// `SO_RCVBUF`) reads nothing after the 101, so the flood fills every buffer on the way and the server's writes stall.
@@ -76,9 +77,10 @@ struct UpgradeClientDrainTests {
             let took = ContinuousClock.now - closedAt
             #expect(released, "the proxy still holds the client's connection \(took) after the server left")
             #expect(took < .seconds(9), "let go after \(took) (--idle-timeout \(Self.idleTimeoutMs) ms)")
+            // The open session's own watch may have let the client go before the server left (by the client, "… of
+            // what the server sent"); else the watch after the server's end did (by the server).
             let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
-            #expect(record.webSocket?.close?.by == .server)
-            #expect(record.webSocket?.close?.reason.contains("--idle-timeout") == true,
+            #expect(record.webSocket?.close?.reason.contains("the client took nothing for 1.0 s (--idle-timeout)") == true,
                     "\(String(describing: record.webSocket?.close))")
         }
     }
@@ -97,10 +99,12 @@ struct UpgradeClientDrainTests {
             var sent = 0
             let deadline = ContinuousClock.now + .seconds(30)
             while sent < 256 * 1024 * 1024, ContinuousClock.now < deadline, (try? await server.send(chunk)) != nil { sent += chunk.count }
-            // The session ends (1002) with the flood still queued for the client, which reads none of it.
-            try await client.send(WebSocketWire.fragmentedPing())
+            // The session ends (1002) with the flood still queued for the client, which reads none of it; unless the
+            // open session's watch let the stalled client go first.
+            try? await client.send(WebSocketWire.fragmentedPing())
             let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
-            #expect(record.webSocket?.close?.code == 1002)
+            #expect(record.webSocket?.close?.code == 1002 || record.webSocket?.close?.reason.contains("took nothing") == true,
+                    "\(String(describing: record.webSocket?.close))")
             let endedAt = ContinuousClock.now
             let released = await eventually(timeout: .seconds(15)) {
                 SocketCensus.count(localPort: proxy.port) == 0 && proxy.server.context.connections.openChannels.isEmpty
@@ -116,7 +120,9 @@ struct UpgradeClientDrainTests {
     func slowReaderGetsEverything(relay: Relay) async throws {
         let listener = try RawListener()
         defer { listener.close() }
-        try await withProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy in
+        // 3 s: the client is watched from its first backlog on, while the server still sends, and a loaded machine
+        // can hold its thread between two reads for over a second.
+        try await withProxy({ $0.limits.clientIdleTimeoutMs = 3 * Self.idleTimeoutMs }) { proxy in
             let payload = relay.payload(8 * 1024 * 1024)
             // The server answers, sends everything and closes, all on a thread of its own, and the client's whole
             // part is one step too: once the server has finished, a client that reads nothing for --idle-timeout

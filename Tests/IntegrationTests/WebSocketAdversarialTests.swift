@@ -68,6 +68,7 @@ struct WebSocketAdversarialTests {
                 try await client.send(WebSocketWire.text("fine") + frame)
                 // The echo of "fine" may come before the close frame; nothing comes after it.
                 let frames = WebSocketWire.frames(try await client.readToEOF())
+                client.close()  // as a client does after the close frame: hookproxy lingers until then (LingeringClose)
                 let close = try #require(frames.last, "\(name): the client gets a close frame")
                 #expect(close.closeCode == 1002 && close.closeReason.hasPrefix("hookproxy: bad frame from the client: "),
                         "\(name): \(close.closeReason)")
@@ -109,6 +110,7 @@ struct WebSocketAdversarialTests {
                 try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
                 #expect(try await client.readResponse().status == 101)
                 let frames = WebSocketWire.frames(try await client.readToEOF())
+                client.close()  // as a client does after the close frame: hookproxy lingers until then (LingeringClose)
                 #expect(frames.map(\.opcode) == [1, 8], "\(name): the frame before the bad one, then the close")
                 #expect(frames.first?.payload == Array("first".utf8))
                 #expect(frames.last?.closeCode == 1002 && frames.last?.closeReason.hasPrefix("hookproxy: bad frame from the server: ") == true,
@@ -195,6 +197,32 @@ struct WebSocketAdversarialTests {
                 #expect(notes.contains { $0.hasPrefix("hookproxy failed the session after that close frame: 1002 hookproxy: bad frame from the client: an unmasked frame") },
                         "\(notes)")
                 #expect(await eventually(timeout: .seconds(10)) { WebSocketWire.framesAfterHead(origin.received).first?.closeCode == 1002 })
+            }
+        }
+    }
+
+    /// Found by a hostile review: an open session has no idle timeout, so a client that stopped reading while the
+    /// server still had data held the session, its sockets and the server for good.
+    @Test("an open session whose client takes none of what waits for it is ended after --idle-timeout, the server's connection too")
+    func openSessionClientStalls() async throws {
+        let frames = (0..<128).flatMap { _ in WebSocketWire.frame(opcode: 2, [UInt8](repeating: 1, count: 65536), masked: false) }
+        let script: [MisbehavingOrigin.Step] = [.send(Array(Self.accept.utf8) + frames), .hang]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy({ $0.limits.clientIdleTimeoutMs = 2000 }) { proxy in
+                // Connecting, sending and reading the 101 in one step: a busy cooperative pool can hold a test
+                // between two awaits for longer than the timeout.
+                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20), receiveBuffer: 16384,
+                                                         sending: WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/",
+                                                                                          host: "127.0.0.1:\(origin.port)"))
+                defer { client.close() }
+                #expect(try await client.run { try $0.readResponseNow().status } == 101)
+                // The client reads nothing more.
+                let record = try #require(await Self.sessionRecord(proxy))
+                #expect(record.webSocket?.close?.by == .client)
+                #expect(record.webSocket?.close?.reason == "the client took nothing for 2.0 s (--idle-timeout) of what the server sent",
+                        "\(String(describing: record.webSocket?.close))")
+                #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 })
+                #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
             }
         }
     }

@@ -20,6 +20,8 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     private var log: WebSocketLog
     private var reads = ReadGate()
     private var ended = false
+    /// The server closed its side (the rest of what it sent may still be on its way to the client).
+    private var serverFinished = false
     private let drain: ClientDrainWatch
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
@@ -77,7 +79,10 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
         log.receivedBytes += bytes.readableBytes
         drain.noteDelivered()
         context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
-        if !context.channel.isWritable { upstream.setReading(false) }
+        if !context.channel.isWritable {
+            upstream.setReading(false)
+            watchClientDrain()  // a client that takes nothing does not hold an open relay for good
+        }
     }
 
     func upstreamWritable() {
@@ -89,6 +94,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     }
 
     func upstreamFinishedSending() {
+        serverFinished = true
         watchClientDrain()
     }
 
@@ -96,7 +102,8 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
     private func watchClientDrain() {
         guard let context else { return }
         drain.start(context) { [self] in
-            end(by: .server, handshake.clientStalledReason)
+            let finished = serverFinished || ended
+            end(by: finished ? .server : .client, handshake.clientStalledReason(serverFinished: finished))
             self.context?.close(promise: nil)
         }
     }

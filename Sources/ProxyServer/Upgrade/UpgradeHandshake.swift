@@ -408,9 +408,12 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
     var upstreamIdleTimeout: TimeAmount { .milliseconds(Int64(proxy.engine.settings.idleTimeoutMs)) }
     /// `--idle-timeout` on the client's side: how long a relay whose server finished waits for the client to read.
     var clientIdleTimeout: TimeAmount { .milliseconds(Int64(proxy.limits.clientIdleTimeoutMs)) }
-    /// Why a relay let its client go (`ClientDrainWatch`): the session's end reason in the logs.
-    var clientStalledReason: String {
-        "server closed the connection; the client took nothing for \(Double(proxy.limits.clientIdleTimeoutMs) / 1000) s (--idle-timeout)"
+    /// Why a relay let its client go (`ClientDrainWatch`): the session's end reason in the logs. `serverFinished`:
+    /// the server had closed (or the session had ended); else the session was open, the server held back by a
+    /// client that took none of what waited for it.
+    func clientStalledReason(serverFinished: Bool) -> String {
+        let took = "the client took nothing for \(Double(proxy.limits.clientIdleTimeoutMs) / 1000) s (--idle-timeout)"
+        return serverFinished ? "server closed the connection; \(took)" : "\(took) of what the server sent"
     }
 
     func record(response: ResponseHead?, webSocket: WebSocketLog?, error: String?, events: [HookEvent] = []) -> FlowRecord {

@@ -44,6 +44,8 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private var toClient: MessageFlow
     private var reads = ReadGate()
     private var ended = false
+    /// The server closed its side (the rest of what it sent may still be on its way to the client).
+    private var serverFinished = false
     /// A close frame went to that end (relayed from the other): hookproxy's own at shutdown would be a second one.
     private var closeSentToServer = false
     private var closeSentToClient = false
@@ -183,7 +185,12 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         guard !ended else { return }
         context.flush()
-        if !context.channel.isWritable { upstream.setReading(false) }
+        if !context.channel.isWritable {
+            upstream.setReading(false)
+            // An open session has no idle timeout, but a client that takes none of what waits for it does not
+            // hold the session (and the server, held back) for good.
+            watchClientDrain()
+        }
     }
 
     func upstreamWritable() {
@@ -195,6 +202,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     }
 
     func upstreamFinishedSending() {
+        serverFinished = true
         watchClientDrain()
     }
 
@@ -202,7 +210,9 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private func watchClientDrain() {
         guard let context else { return }
         drain.start(context) { [self] in
-            end(WebSocketLog.Close(code: nil, reason: handshake.clientStalledReason, by: .server))
+            let finished = serverFinished || ended
+            end(WebSocketLog.Close(code: nil, reason: handshake.clientStalledReason(serverFinished: finished),
+                                   by: finished ? .server : .client))
             self.context?.close(promise: nil)
         }
     }
