@@ -170,8 +170,13 @@ public final class UpstreamConnection {
     /// it makes the kernel reset the connection, and the reset destroys what the server had not yet received (a
     /// close frame, the frames before it). So the output is shut down (a FIN after the last byte), what the server
     /// still sends is read and dropped, and the connection closes at the server's close or after `closeTimeout`.
+    ///
+    /// Only on a NIO carrier (no TLS in curl): through curl's TLS a bare `shutdown(SHUT_WR)` would go before the TLS
+    /// close_notify that `curl_easy_cleanup` sends, and the server would see a truncated stream. There it closes at
+    /// once, as before.
     private func linger() {
         guard isOpen, !lingering else { return }
+        guard isCarriedByChannel else { return finish() }
         lingering = true
         closeWatch?.cancel()
         guard Glibc.shutdown(socket, Int32(SHUT_WR)) == 0 else { return finish() }
