@@ -124,9 +124,17 @@ public final class UpstreamConnection {
         return bufferedBytes
     }
 
-    /// Stops (false) or restarts (true) reading from the server: backpressure from a slow client.
+    /// Stops (false) or restarts (true) reading from the server: backpressure from a slow client. Ignored once
+    /// `closeWhenSent` took the connection over: it reads and drops what the server sends from then on, and a relay
+    /// that still holds reading (its client's channel, closing under a failed write, turned unwritable) would keep
+    /// the server's close unseen until the bound.
     public func setReading(_ on: Bool) {
         loop.preconditionInEventLoop()
+        guard closeWatch == nil, !lingering else { return }
+        applyReading(on)
+    }
+
+    private func applyReading(_ on: Bool) {
         guard isOpen, on != reading else { return }
         reading = on
         if let channel {
@@ -153,7 +161,7 @@ public final class UpstreamConnection {
     /// Bounded like every wait on a peer: when a whole `idleTimeout` (`--idle-timeout`) passes in which the server
     /// took no byte, the connection closes and the rest is dropped, so a server that stops reading cannot hold it.
     /// Checked once per `idleTimeout`: such a server is let go one to two of them after its last read. Once the last
-    /// byte went out, the connection lingers (`linger`) for at most one more `idleTimeout`.
+    /// byte went out, the connection lingers (`linger`) under the same bound.
     public func closeWhenSent(idleTimeout: TimeAmount) {
         loop.preconditionInEventLoop()
         guard isOpen, closeWatch == nil, !lingering else { return }
@@ -162,14 +170,16 @@ public final class UpstreamConnection {
         let waiting = flush()
         guard isOpen else { return }
         guard waiting > 0 else { return linger() }
-        watchProgress(every: idleTimeout, backlog: waiting)
-        setReading(true)  // if the relay held it; may finish (the server's close, held back with reading)
+        watchProgress(backlog: waiting)
+        applyReading(true)  // if the relay held it; may finish (the server's close, held back with reading)
     }
 
     /// `closeWhenSent`'s last step, once every byte went out. Closing a socket with bytes from the server unread in
     /// it makes the kernel reset the connection, and the reset destroys what the server had not yet received (a
     /// close frame, the frames before it). So the output is shut down (a FIN after the last byte), what the server
-    /// still sends is read and dropped, and the connection closes at the server's close or after `closeTimeout`.
+    /// still sends is read and dropped, and the connection closes at the server's close, or once a whole
+    /// `closeTimeout` passed in which the kernel sent the server nothing: a server that reads slowly is not cut off
+    /// under the last bytes, and one that reads nothing, or keeps its side open, is let go.
     ///
     /// Only on a NIO carrier (no TLS in curl): through curl's TLS a bare `shutdown(SHUT_WR)` would go before the TLS
     /// close_notify that `curl_easy_cleanup` sends, and the server would see a truncated stream. There it closes at
@@ -180,15 +190,22 @@ public final class UpstreamConnection {
         lingering = true
         closeWatch?.cancel()
         guard Glibc.shutdown(socket, Int32(SHUT_WR)) == 0 else { return finish() }
-        closeWatch = loop.assumeIsolated().scheduleTask(in: closeTimeout) { [self] in finish() }
-        setReading(true)
+        watchProgress(backlog: 0)
+        applyReading(true)
     }
 
-    /// While `closeWhenSent` waits: closes unless the backlog shrank since the last check.
-    private func watchProgress(every timeout: TimeAmount, backlog: Int) {
-        closeWatch = loop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+    /// While `closeWhenSent` waits, and then lingers: closes unless, within the last `closeTimeout`, the backlog
+    /// shrank or the kernel sent the server data (`TCP_INFO`'s last-data-sent: a server that reads slowly drains the
+    /// kernel's buffer long before NIO's backlog moves, since the kernel takes more only once a third of it is free).
+    private func watchProgress(backlog: Int) {
+        closeWatch = loop.assumeIsolated().scheduleTask(in: closeTimeout) { [self] in
+            closeWatch = nil
             let now = channel?.bufferedBytes ?? bufferedBytes
-            if now < backlog { watchProgress(every: timeout, backlog: now) } else { finish() }
+            if now < backlog || KernelSendProgress.sentData(on: socket, within: closeTimeout) {
+                watchProgress(backlog: now)
+            } else {
+                finish()
+            }
         }
     }
 

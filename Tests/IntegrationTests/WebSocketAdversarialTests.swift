@@ -203,7 +203,7 @@ struct WebSocketAdversarialTests {
 
     /// Found by a hostile review: an open session has no idle timeout, so a client that stopped reading while the
     /// server still had data held the session, its sockets and the server for good.
-    @Test("an open session whose client takes none of what waits for it is ended after --idle-timeout, the server's connection too")
+    @Test("an open session whose client takes none of what waits for it is ended after --idle-timeout; its server gets a close frame 1001")
     func openSessionClientStalls() async throws {
         let frames = (0..<128).flatMap { _ in WebSocketWire.frame(opcode: 2, [UInt8](repeating: 1, count: 65536), masked: false) }
         let script: [MisbehavingOrigin.Step] = [.send(Array(Self.accept.utf8) + frames), .hang]
@@ -222,6 +222,10 @@ struct WebSocketAdversarialTests {
                 #expect(record.webSocket?.close?.reason == "the client took nothing for 2.0 s (--idle-timeout) of what the server sent",
                         "\(String(describing: record.webSocket?.close))")
                 #expect(await eventually(timeout: .seconds(20)) { origin.openConnections == 0 })
+                // The server is told, not reset.
+                let told = WebSocketWire.framesAfterHead(origin.received).last
+                #expect(told?.closeCode == 1001 && told?.closeReason == "hookproxy: \(record.webSocket?.close?.reason ?? "")",
+                        "\(String(describing: told))")
                 #expect(await Self.socketsReleased(proxy, upstreamPort: origin.port))
             }
         }

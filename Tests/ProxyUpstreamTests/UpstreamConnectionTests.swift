@@ -209,6 +209,26 @@ struct UpstreamConnectionTests {
         try await setup.tearDown()
     }
 
+    /// Found by a hostile review: a relay whose client's channel failed under a write ended the session inside the
+    /// flush, then held reading (the channel was unwritable) after `closeWhenSent` had taken the connection over. The
+    /// server's close then went unseen, behind bytes nobody read, until the idle bound.
+    @Test func closeWhenSentReadsToTheServersCloseWhateverTheRelayAsksAfter() async throws {
+        let setup = try await Setup(threads: 1, blast: 8 << 20) { $0.setReading(false) }
+        let (loop, recorder) = (setup.loop, setup.recorder)
+        let connection = try #require(recorder.connection)
+        try await Task.sleep(for: .milliseconds(200))
+        try await loop.submit {
+            connection.value.closeWhenSent(idleTimeout: .seconds(30))
+            connection.value.setReading(false)
+        }.get()
+        // The server closes once it sent its 8 MiB: read (and dropped) at once, well inside the 30 s bound.
+        #expect(await eventually(timeout: .seconds(10)) {
+            (try? await loop.submit { connection.value.isOpen }.get()) == false
+        })
+        #expect(recorder.state.withLock { $0.closedCalls } == 0, "the delegate hears nothing after closeWhenSent")
+        try await setup.tearDown()
+    }
+
     @Test func shuttingTheEngineDownClosesACarriedConnectionAndSaysSo() async throws {
         let setup = try await Setup(threads: 1)
         let recorder = setup.recorder

@@ -13,17 +13,22 @@ import NIOCore
 /// bytes for a while with the channel's backlog standing still). A client that reads slowly but keeps reading is not
 /// cut off.
 ///
-/// Event-loop bound: owned by the relay's handler, on the client connection's loop.
+/// With `everythingQueued` (`LingeringClose`: the relay has handed over its last byte), an empty channel is no
+/// progress: the client then counts as taking bytes only while the kernel still sends it some.
+///
+/// Event-loop bound: owned by the relay's handler (or the lingering close), on the client connection's loop.
 final class ClientDrainWatch {
     private let timeout: TimeAmount
+    private let everythingQueued: Bool
     private var check: Scheduled<Void>?
     private var backlog = Int.max
     private var delivered = false
     private var started = false
     private var stopped = false
 
-    init(timeout: TimeAmount) {
+    init(timeout: TimeAmount, everythingQueued: Bool = false) {
         self.timeout = timeout
+        self.everythingQueued = everythingQueued
     }
 
     /// Starts watching `context`'s channel (once; later calls do nothing). `stalled` runs on the loop when a whole
@@ -49,7 +54,7 @@ final class ClientDrainWatch {
             check = nil
             guard channel.isActive else { return }
             let now = channel.queuedBytes
-            let progressed = delivered || now < backlog || now == 0
+            let progressed = delivered || now < backlog || (now == 0 && !everythingQueued)
             delivered = false
             backlog = now
             if progressed { return schedule(channel, stalled: stalled) }

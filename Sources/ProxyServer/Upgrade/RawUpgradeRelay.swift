@@ -5,8 +5,8 @@ import ProxyUpstream
 /// An upgrade to a protocol other than WebSocket that the server accepted with 101: the bytes are relayed as they
 /// come, both ways, with the same backpressure as a WebSocket session, and counted for the log. When either side
 /// leaves, what was already taken from it still goes to the other before that connection closes, bounded by
-/// `--idle-timeout` both ways: toward the server by `UpstreamConnection.closeWhenSent`, toward the client, once the
-/// server has finished, by `ClientDrainWatch`.
+/// `--idle-timeout` both ways: toward the server by `UpstreamConnection.closeWhenSent`, toward the client by
+/// `ClientDrainWatch` (after the end, `LingeringClose`).
 ///
 /// Threading: the client connection's event loop; the last handler of the client's pipeline.
 final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
@@ -79,7 +79,8 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
         log.receivedBytes += bytes.readableBytes
         drain.noteDelivered()
         context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
-        if !context.channel.isWritable {
+        // A failed write can end the relay inside the flush (the client reset the connection).
+        if !ended, !context.channel.isWritable {
             upstream.setReading(false)
             watchClientDrain()  // a client that takes nothing does not hold an open relay for good
         }
@@ -103,7 +104,9 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
         guard let context else { return }
         drain.start(context) { [self] in
             let finished = serverFinished || ended
-            end(by: finished ? .server : .client, handshake.clientStalledReason(serverFinished: finished))
+            // What the client sent before still reaches an open relay's server, and its connection closes with a
+            // FIN, not a reset under its unread bytes.
+            end(by: finished ? .server : .client, handshake.clientStalledReason(serverFinished: finished), sendingRest: true)
             self.context?.close(promise: nil)
         }
     }
@@ -125,7 +128,6 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
             context.flush()
             reads.resume(context)
             LingeringClose.start(context, timeout: handshake.clientIdleTimeout)
-            watchClientDrain()
         }
         handshake.sessionEnded(log)
     }

@@ -15,9 +15,10 @@ import ProxyUpstream
 /// a side that vanishes closes the other. What was already
 /// taken from the side that left still goes to the other before that connection closes: toward the client through
 /// NIO's pending writes, toward the server (the client's close frame too) through `UpstreamConnection.closeWhenSent`,
-/// both bounded by `--idle-timeout`: once the server has finished (or the session ended), a client that takes none
-/// of what is queued for it for that long is let go (`ClientDrainWatch`). A session that ends on an error (a bad frame, a message it cannot compress, the
-/// server gone) closes the server's connection at once.
+/// both bounded by `--idle-timeout`: a client that takes none of what is queued for it for that long is let go
+/// (`ClientDrainWatch`; after the end, `LingeringClose`), and an open session's server then gets a close frame
+/// (1001). A session that ends on an error (a bad frame, a message it cannot compress, the server gone) closes the
+/// server's connection at once.
 ///
 /// Backpressure: reading the client waits while the upstream connection holds more than `highWater` bytes; reading
 /// the server waits while the client's channel is not writable.
@@ -185,7 +186,8 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         guard !ended else { return }
         context.flush()
-        if !context.channel.isWritable {
+        // A failed write can end the session inside the flush (the client reset the connection).
+        if !ended, !context.channel.isWritable {
             upstream.setReading(false)
             // An open session has no idle timeout, but a client that takes none of what waits for it does not
             // hold the session (and the server, held back) for good.
@@ -206,13 +208,15 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         watchClientDrain()
     }
 
-    /// From the server's end on: a client that takes nothing for `--idle-timeout` is let go, and the session ends.
+    /// A client that takes nothing for `--idle-timeout` of what waits for it is let go, and the session ends. An
+    /// open session's server is told so with a close frame (1001) and still gets what the client sent before.
     private func watchClientDrain() {
         guard let context else { return }
         drain.start(context) { [self] in
             let finished = serverFinished || ended
-            end(WebSocketLog.Close(code: nil, reason: handshake.clientStalledReason(serverFinished: finished),
-                                   by: finished ? .server : .client))
+            let reason = handshake.clientStalledReason(serverFinished: finished)
+            if !finished { sendCloseFrames(code: 1001, reason: "hookproxy: \(reason)", toClient: false) }
+            end(WebSocketLog.Close(code: nil, reason: reason, by: finished ? .server : .client), sendingRest: true)
             self.context?.close(promise: nil)
         }
     }
@@ -340,15 +344,15 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         end(close, sendingRest: true)
     }
 
-    /// A close frame to each end that has had none.
-    private func sendCloseFrames(code: UInt16, reason: String) {
+    /// A close frame to each end that has had none (not the client, when `toClient` is false).
+    private func sendCloseFrames(code: UInt16, reason: String, toClient: Bool = true) {
         guard let context else { return }
         let frame = CloseFrame.make(code: code, reason: reason, allocator: context.channel.allocator)
         if !closeSentToServer {
             closeSentToServer = true
             sendUpstream(WebSocketSession.forwardable(frame, towardServer: true, key: nil))
         }
-        if !closeSentToClient {
+        if toClient, !closeSentToClient {
             closeSentToClient = true
             context.write(wrapOutboundOut(frame), promise: nil)
         }
@@ -374,7 +378,6 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             context.flush()
             reads.resume(context)
             LingeringClose.start(context, timeout: handshake.clientIdleTimeout)
-            watchClientDrain()
         }
         // A message cut short (a big frame relayed in fragments, or a client's own): what went on of it is logged.
         if let message = toServer.unfinished() { logMessage(message) }
