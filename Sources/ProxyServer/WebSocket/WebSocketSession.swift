@@ -57,8 +57,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private let rules: FrameRules
     /// Frames a side sent after its close frame, dropped (RFC 6455 §5.5.1: nothing follows a close frame). Bytes
     /// that are no frame count as one, once: the decoder then drops all it gets.
-    private var droppedAfterClose = (fromClient: 0, fromServer: 0)
-    private var undecodableAfterClose = (fromClient: false, fromServer: false)
+    private var droppedAfterClose = (fromClient: DroppedAfterClose(), fromServer: DroppedAfterClose())
     /// Why hookproxy failed a session whose log already holds the close frame that passed before: a hook event.
     private var failureAfterClose: String?
 
@@ -136,8 +135,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         // its close frame: what follows it is dropped, whatever it is, and the server's answer still comes.
         handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): client frame error: \(error)")
         if closeSentToServer, error is NIOWebSocketError || error is ByteToMessageDecoderError {
-            if !undecodableAfterClose.fromClient { droppedAfterClose.fromClient += 1 }
-            undecodableAfterClose.fromClient = true
+            droppedAfterClose.fromClient.undecodableBytes()
             return
         }
         fail(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the client: \(FrameErrorText.describe(error, maxFrameSize: WebSocketSession.maxFrameSize))", by: .client))
@@ -178,8 +176,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): server frame error: \(frameError)")
             // After the server's close frame, what follows is dropped, whatever it is.
             if closeSentToClient {
-                if !undecodableAfterClose.fromServer { droppedAfterClose.fromServer += 1 }
-                undecodableAfterClose.fromServer = true
+                droppedAfterClose.fromServer.undecodableBytes()
             } else {
                 fail(WebSocketLog.Close(code: 1002, reason: "hookproxy: bad frame from the server: \(FrameErrorText.describe(frameError, maxFrameSize: WebSocketSession.maxFrameSize))", by: .server))
             }
@@ -256,7 +253,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         let by: WebSocketLog.Close.Side = towardServer ? .client : .server
         // A close frame went on to the receiver: nothing after it may follow (RFC 6455 §5.5.1).
         if towardServer ? closeSentToServer : closeSentToClient {
-            if towardServer { droppedAfterClose.fromClient += 1 } else { droppedAfterClose.fromServer += 1 }
+            if towardServer { droppedAfterClose.fromClient.frame() } else { droppedAfterClose.fromServer.frame() }
             return .forward(.none)
         }
         if let what = rules.violation(frame, fromClient: towardServer) {
@@ -388,7 +385,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             notes.append("\(unlisted) messages after the first \(WebSocketSession.maxListedMessages) not listed (counted in the totals)")
         }
         if let failureAfterClose { notes.append(failureAfterClose) }
-        for (count, side) in [(droppedAfterClose.fromClient, "client"), (droppedAfterClose.fromServer, "server")] where count > 0 {
+        for (count, side) in [(droppedAfterClose.fromClient.frames, "client"), (droppedAfterClose.fromServer.frames, "server")] where count > 0 {
             notes.append("hookproxy dropped \(count) frame\(count == 1 ? "" : "s") the \(side) sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)")
         }
         handshake.sessionEnded(log, notes: notes)
@@ -397,3 +394,18 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
 @available(*, unavailable)
 extension WebSocketSession: Sendable {}
+
+/// What one side sent after its own close frame, dropped (RFC 6455 §5.5.1), counted for the log's note.
+struct DroppedAfterClose {
+    private(set) var frames = 0
+    private var undecodable = false
+
+    mutating func frame() { frames += 1 }
+
+    /// Bytes that are no frame: counted once, as one frame (nothing after them can be split into frames).
+    mutating func undecodableBytes() {
+        guard !undecodable else { return }
+        undecodable = true
+        frames += 1
+    }
+}
