@@ -58,7 +58,12 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
         response.head.headers.set("Connection", "close")
         context.write(wrapOutboundOut(.head(response.head.nioHead(version: .http1_1))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        // The client may still be sending (the rest of a body that failed to parse): the answer must not be lost
+        // to the reset a close under its unread bytes would bring.
+        let timeout = TimeAmount.milliseconds(Int64(proxy.limits.clientIdleTimeoutMs))
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+            LingeringClose.startDiscardingRequests(context, timeout: timeout)
+        }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

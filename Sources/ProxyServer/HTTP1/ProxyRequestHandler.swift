@@ -458,8 +458,17 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let ended = endAlreadySent ? context.eventLoop.makeSucceededVoidFuture() : sendEnd(trailers: trailers)
         // The next request's deadline starts when this response is on the wire, not when it is queued: a client
         // still reading a long tail is not cut off (a client that stops reading meets the write-idle timeout).
+        // Closing under a request body still coming (an error ended the exchange early) would reset the connection,
+        // and the reset could destroy the answer before a client that uploads first and reads after gets to it.
+        let bodyStillComing = close && !exchange.requestBodyComplete
         ended.assumeIsolated().whenComplete { [self] _ in
-            if close { context.close(promise: nil) } else if case .idle = state { awaitHead() }
+            if bodyStillComing {
+                LingeringClose.startDiscardingRequests(context, timeout: .milliseconds(Int64(proxy.limits.clientIdleTimeoutMs)))
+            } else if close {
+                context.close(promise: nil)
+            } else if case .idle = state {
+                awaitHead()
+            }
         }
     }
 
