@@ -24,41 +24,41 @@ struct LingeringCloseHTTPTests {
         return try client.readResponseNow()
     }
 
+    /// Three upload-first clients in turn, each posting to a refusing upstream a head ending in `framing` (its framing
+    /// header, and what follows the head) and then `body`; their answers, once the proxy let go of every socket.
+    static func answersToUploadFirst(framing: String, body: [UInt8], pause: TimeInterval = 0) async throws -> [RawClient.Response] {
+        let refusing = try RefusingPort()
+        return try await withProxy { proxy in
+            var answers: [RawClient.Response] = []
+            for _ in 0..<3 {
+                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
+                defer { client.close() }
+                let head = "POST http://127.0.0.1:\(refusing.port)/upload HTTP/1.1\r\nHost: 127.0.0.1:\(refusing.port)\r\n" + framing
+                answers.append(try await client.run { try Self.uploadThenRead($0, head: head, body: body, pause: pause) })
+                #expect(await client.waitForClose(), "hookproxy's side ends with a FIN after the answer")
+            }
+            #expect(await eventually(timeout: .seconds(20)) { SocketCensus.count(localPort: proxy.port) == 0 })
+            return answers
+        }
+    }
+
     /// Found by hand with Python's `http.client`: a POST of 5 MB through a proxy whose upstream refuses got
     /// `ConnectionResetError` from its sending instead of the 502.
     @Test("an upload whose upstream refuses: a client that sends its whole body before reading gets the 502")
     func uploadFirstGetsThe502() async throws {
-        let refusing = try RefusingPort()
-        try await withProxy { proxy in
-            for _ in 0..<3 {
-                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
-                defer { client.close() }
-                let head = "POST http://127.0.0.1:\(refusing.port)/upload HTTP/1.1\r\nHost: 127.0.0.1:\(refusing.port)\r\n"
-                    + "Content-Length: \(Self.uploadSize)\r\n\r\n"
-                let response = try await client.run { try Self.uploadThenRead($0, head: head, body: [UInt8](repeating: 7, count: Self.uploadSize)) }
-                #expect(response.status == 502)
-                #expect(response.header("connection") == "close")
-                #expect(await client.waitForClose(), "hookproxy's side ends with a FIN after the answer")
-            }
-            #expect(await eventually(timeout: .seconds(20)) { SocketCensus.count(localPort: proxy.port) == 0 })
-        }
+        let answers = try await Self.answersToUploadFirst(framing: "Content-Length: \(Self.uploadSize)\r\n\r\n",
+                                                          body: [UInt8](repeating: 7, count: Self.uploadSize))
+        #expect(answers.map(\.status) == [502, 502, 502])
+        #expect(answers.allSatisfy { $0.header("connection") == "close" })
     }
 
     @Test("a chunked body that does not parse, with megabytes after it: the client still gets the 400")
     func badBodyGetsThe400() async throws {
-        let refusing = try RefusingPort()
-        try await withProxy { proxy in
-            for _ in 0..<3 {
-                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
-                defer { client.close() }
-                let head = "POST http://127.0.0.1:\(refusing.port)/upload HTTP/1.1\r\nHost: 127.0.0.1:\(refusing.port)\r\n"
-                    + "Transfer-Encoding: chunked\r\n\r\nzz\r\n"
-                let response = try await client.run { try Self.uploadThenRead($0, head: head, body: [UInt8](repeating: 0, count: 4 << 20), pause: 0.2) }
-                #expect(response.status == 400)
-                #expect(String(decoding: response.body, as: UTF8.self).contains("invalid chunk size"))
-            }
-            #expect(await eventually(timeout: .seconds(20)) { SocketCensus.count(localPort: proxy.port) == 0 })
-        }
+        // The rest of the body goes once hookproxy has answered.
+        let answers = try await Self.answersToUploadFirst(framing: "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+                                                          body: [UInt8](repeating: 0, count: 4 << 20), pause: 0.2)
+        #expect(answers.map(\.status) == [400, 400, 400])
+        #expect(answers.allSatisfy { String(decoding: $0.body, as: UTF8.self).contains("invalid chunk size") })
     }
 
     @Test("a client that stops sending and never reads the answer nor closes is let go after --idle-timeout")

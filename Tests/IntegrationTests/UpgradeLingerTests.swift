@@ -34,6 +34,17 @@ struct UpgradeLingerTests {
         }
     }
 
+    /// Checks that a slow reader ended cleanly with every binary byte sent to it, then the close frame 1000 `reason`.
+    static func expectEverything(_ outcome: (bytes: [UInt8], error: String?), closedWith reason: String,
+                                 sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(outcome.error == nil, "\(outcome.error ?? "")", sourceLocation: sourceLocation)
+        let frames = WebSocketWire.frames(outcome.bytes)
+        #expect(frames.filter { $0.opcode == 2 }.map(\.payload.count).reduce(0, +) == frameCount * payload.count,
+                "\(outcome.bytes.count) bytes", sourceLocation: sourceLocation)
+        #expect(frames.last?.closeCode == 1000 && frames.last?.closeReason == reason, "\(String(describing: frames.last))",
+                sourceLocation: sourceLocation)
+    }
+
     /// Found by a hostile review: the lingering close toward the client was bounded by one `--idle-timeout` from the
     /// session's end, so a client still reading slowly (and still sending) was closed on; its unread bytes made that
     /// close a reset, and the reset destroyed the tail and the close frame.
@@ -58,11 +69,7 @@ struct UpgradeLingerTests {
                 (try client.readResponseNow().status, Self.readSlowlyWhileSending(client, chatter: WebSocketWire.text(Self.chatter)))
             }
             #expect(status == 101)
-            #expect(outcome.error == nil, "\(outcome.error ?? "")")
-            let frames = WebSocketWire.frames(outcome.bytes)
-            #expect(frames.filter { $0.opcode == 2 }.map(\.payload.count).reduce(0, +) == Self.frameCount * Self.payload.count,
-                    "\(outcome.bytes.count) bytes")
-            #expect(frames.last?.closeCode == 1000 && frames.last?.closeReason == "bye", "\(String(describing: frames.last))")
+            Self.expectEverything(outcome, closedWith: "bye")
             try await server.value
         }
     }
@@ -88,12 +95,7 @@ struct UpgradeLingerTests {
             // The client leaves (its FIN), reading what still comes until hookproxy closes.
             client.shutdownWrite()
             _ = await client.waitForClose()
-            let outcome = try await server.value
-            #expect(outcome.error == nil, "\(outcome.error ?? "")")
-            let received = WebSocketWire.frames(outcome.bytes)
-            #expect(received.filter { $0.opcode == 2 }.map(\.payload.count).reduce(0, +) == Self.frameCount * Self.payload.count,
-                    "\(outcome.bytes.count) bytes")
-            #expect(received.last?.closeCode == 1000 && received.last?.closeReason == "client-bye", "\(String(describing: received.last))")
+            Self.expectEverything(try await server.value, closedWith: "client-bye")
         }
     }
 }
