@@ -67,6 +67,8 @@ public final class UpstreamConnection {
     private var closeWatch: Scheduled<Void>?
     /// `closeWhenSent`'s bound, kept for the wait after the last byte (`linger`).
     private var closeTimeout = TimeAmount.zero
+    /// What the server had acknowledged at `closeWhenSent`'s last check (`AcknowledgedBytes`).
+    private var ackedAtCheck: UInt64 = 0
     /// Everything went out and the output is shut down: what the server still sends is read and dropped until it
     /// closes its side (`linger`).
     private var lingering = false
@@ -167,6 +169,7 @@ public final class UpstreamConnection {
         guard isOpen, closeWatch == nil, !lingering else { return }
         delegate = nil
         closeTimeout = idleTimeout
+        ackedAtCheck = AcknowledgedBytes.of(socket: socket)
         let waiting = flush()
         guard isOpen else { return }
         guard waiting > 0 else { return linger() }
@@ -178,8 +181,8 @@ public final class UpstreamConnection {
     /// it makes the kernel reset the connection, and the reset destroys what the server had not yet received (a
     /// close frame, the frames before it). So the output is shut down (a FIN after the last byte), what the server
     /// still sends is read and dropped, and the connection closes at the server's close, or once a whole
-    /// `closeTimeout` passed in which the kernel sent the server nothing: a server that reads slowly is not cut off
-    /// under the last bytes, and one that reads nothing, or keeps its side open, is let go.
+    /// `closeTimeout` passed in which the server took nothing (`watchProgress`): a server that reads slowly is not cut
+    /// off under the last bytes, and one that reads nothing, or keeps its side open, is let go.
     ///
     /// Only on a NIO carrier (no TLS in curl): through curl's TLS a bare `shutdown(SHUT_WR)` would go before the TLS
     /// close_notify that `curl_easy_cleanup` sends, and the server would see a truncated stream. There it closes at
@@ -195,13 +198,16 @@ public final class UpstreamConnection {
     }
 
     /// While `closeWhenSent` waits, and then lingers: closes unless, within the last `closeTimeout`, the backlog
-    /// shrank or the kernel sent the server data (`TCP_INFO`'s last-data-sent: a server that reads slowly drains the
-    /// kernel's buffer long before NIO's backlog moves, since the kernel takes more only once a third of it is free).
+    /// shrank or the server acknowledged more bytes (`AcknowledgedBytes`: a server that reads slowly takes from the
+    /// kernel's buffer long before the backlog moves, since the kernel takes more only once a third of it is free).
     private func watchProgress(backlog: Int) {
         closeWatch = loop.assumeIsolated().scheduleTask(in: closeTimeout) { [self] in
             closeWatch = nil
             let now = channel?.bufferedBytes ?? bufferedBytes
-            if now < backlog || KernelSendProgress.sentData(on: socket, within: closeTimeout) {
+            let acked = AcknowledgedBytes.of(socket: socket)
+            let progressed = now < backlog || acked > ackedAtCheck
+            ackedAtCheck = acked
+            if progressed {
                 watchProgress(backlog: now)
             } else {
                 finish()

@@ -224,6 +224,13 @@ final class RawClient: @unchecked Sendable {
 
     func close() { closeNow() }
 
+    /// Shrinks `SO_RCVBUF` on the connected socket: below the window already announced, the kernel then drops what
+    /// arrives past the new size, and the sender retransmits into it (a peer gone from the network looks the same).
+    func shrinkReceiveBuffer(to size: Int32) {
+        var size = size
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     /// Half-closes: `shutdown(SHUT_WR)` sends a FIN; reading goes on.
     func shutdownWrite() {
         guard fd >= 0 else { return }

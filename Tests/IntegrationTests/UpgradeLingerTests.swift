@@ -98,4 +98,36 @@ struct UpgradeLingerTests {
             Self.expectEverything(try await server.value, closedWith: "client-bye")
         }
     }
+    /// Found by a hostile review: progress was "the kernel sent the peer data within the timeout", and every
+    /// retransmission to a peer whose kernel drops what comes counts as sent: such a client held its connection for
+    /// about four times `--idle-timeout` (past the check altogether once retransmissions were spaced wider than it).
+    /// Progress is now what the peer acknowledged.
+    @Test("a client whose kernel drops what comes (it shrank its receive buffer) is let go after about --idle-timeout: retransmissions are no progress")
+    func retransmissionsAreNoProgress() async throws {
+        let origin = try RawListener()
+        let server = origin.serving(readTimeout: .seconds(30)) { server in
+            _ = try server.readHeadNow()
+            try server.sendNow(Array(WebSocketAdversarialTests.accept.utf8))
+            for _ in 0..<64 { try server.sendNow(WebSocketWire.frame(opcode: 2, Self.payload, masked: false)) }
+            server.shutdownWrite()
+            _ = try? server.readSomeNow(upTo: 65536)
+        }
+        try await withProxy({ $0.limits.clientIdleTimeoutMs = 3000 }) { proxy in
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(30),
+                                                     sending: WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/",
+                                                                                      host: "127.0.0.1:\(origin.port)"))
+            defer { client.close() }
+            #expect(try await client.run { client in
+                let status = try client.readResponseNow().status
+                client.shrinkReceiveBuffer(to: 4096)
+                return status
+            } == 101)
+            let start = ContinuousClock.now
+            // Never read again. Let go at the first or second check (3-6 s); before, after 12 s.
+            #expect(await eventually(timeout: .seconds(30)) { SocketCensus.count(localPort: proxy.port) == 0 })
+            let held = ContinuousClock.now - start
+            #expect(held < .seconds(9), "held for \(held)")
+            _ = try? await server.value
+        }
+    }
 }

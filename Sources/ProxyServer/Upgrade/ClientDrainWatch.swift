@@ -1,4 +1,5 @@
 import NIOCore
+import ProxyUpstream
 
 /// Bounds how long a relay whose server has finished (closed, reset, or the session ended) waits for its client to
 /// take what is still queued for it. An open session has no idle timeout (SPEC), and the `IdleWatch` left the
@@ -8,13 +9,12 @@ import NIOCore
 /// The mirror of `UpstreamConnection.closeWhenSent` toward the client: checked once per `timeout`
 /// (`--idle-timeout`), the client is let go when, since the last check, it took nothing: the bytes queued on its
 /// channel did not shrink, the relay handed it nothing new (the relay hands bytes on only once the channel is
-/// writable again, which the client's reading brings about), and the kernel sent it no new data (`TCP_INFO`'s
-/// last-data-sent: the kernel wakes a writer only once a third of its send buffer is free, so a slow reader can take
-/// bytes for a while with the channel's backlog standing still). A client that reads slowly but keeps reading is not
-/// cut off.
+/// writable again, which the client's reading brings about), and it acknowledged no new bytes (`AcknowledgedBytes`:
+/// the kernel wakes a writer only once a third of its send buffer is free, so a slow reader can take bytes for a
+/// while with the channel's backlog standing still). A client that reads slowly but keeps reading is not cut off.
 ///
 /// With `everythingQueued` (`LingeringClose`: the relay has handed over its last byte), an empty channel is no
-/// progress: the client then counts as taking bytes only while the kernel still sends it some.
+/// progress: the client then counts as taking bytes only while it acknowledges more.
 ///
 /// Event-loop bound: owned by the relay's handler (or the lingering close), on the client connection's loop.
 final class ClientDrainWatch {
@@ -22,6 +22,7 @@ final class ClientDrainWatch {
     private let everythingQueued: Bool
     private var check: Scheduled<Void>?
     private var backlog = Int.max
+    private var acked: UInt64 = 0
     private var delivered = false
     private var started = false
     private var stopped = false
@@ -36,8 +37,10 @@ final class ClientDrainWatch {
     func start(_ context: ChannelHandlerContext, stalled: @escaping () -> Void) {
         guard !started, context.channel.isActive else { return }
         started = true
-        backlog = context.channel.queuedBytes
-        schedule(context.channel, stalled: stalled)
+        let channel = context.channel
+        backlog = channel.queuedBytes
+        AcknowledgedBytes.of(channel: channel).assumeIsolated().whenSuccess { [self] in acked = $0 }
+        schedule(channel, stalled: stalled)
     }
 
     /// The relay handed the client more bytes (it had room for them).
@@ -53,26 +56,18 @@ final class ClientDrainWatch {
         check = channel.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
             check = nil
             guard channel.isActive else { return }
-            let now = channel.queuedBytes
-            let progressed = delivered || now < backlog || (now == 0 && !everythingQueued)
-            delivered = false
-            backlog = now
-            if progressed { return schedule(channel, stalled: stalled) }
-            Self.kernelSentData(on: channel, within: timeout).assumeIsolated().whenComplete { [self] sent in
+            AcknowledgedBytes.of(channel: channel).assumeIsolated().whenComplete { [self] result in
                 guard !stopped, channel.isActive else { return }
-                if case .success(true) = sent { return schedule(channel, stalled: stalled) }
+                let now = channel.queuedBytes
+                let total = (try? result.get()) ?? acked
+                let progressed = delivered || now < backlog || (now == 0 && !everythingQueued) || total > acked
+                delivered = false
+                backlog = now
+                acked = total
+                if progressed { return schedule(channel, stalled: stalled) }
                 stopped = true
                 stalled()
             }
-        }
-    }
-
-    /// Whether the kernel sent new data on `channel`'s socket within `window` (a window probe to a client that reads
-    /// nothing carries none).
-    private static func kernelSentData(on channel: any Channel, within window: TimeAmount) -> EventLoopFuture<Bool> {
-        guard let socket = channel as? any SocketOptionProvider else { return channel.eventLoop.makeSucceededFuture(false) }
-        return socket.getTCPInfo().map { info in
-            TimeAmount.milliseconds(Int64(info.tcpi_last_data_sent)) < window
         }
     }
 }
