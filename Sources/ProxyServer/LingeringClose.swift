@@ -11,29 +11,33 @@ import NIOHTTP1
 /// side (NIO closes a channel at its end of input, half-closure being off), or once a whole `timeout`
 /// (`--idle-timeout`) passed in which the client took nothing (`ClientDrainWatch`): a client that reads slowly gets
 /// every byte, and one that reads nothing, or keeps its side open once it has everything, is let go. Where the output
-/// cannot be shut down alone (TLS that cannot), it closes at once, as before. Event-loop bound.
+/// cannot be shut down alone (TLS that cannot), it closes at once, as before. A lingering connection gives up its
+/// `--max-connections` slot to a new connection that would otherwise be refused (`ConnectionTracker`). Event-loop
+/// bound.
 enum LingeringClose {
     /// For a relay, whose handler drops what it still reads.
-    static func start(_ context: ChannelHandlerContext, timeout: TimeAmount) {
+    static func start(_ context: ChannelHandlerContext, proxy: ProxyContext) {
         guard context.channel.isActive else { return }
-        shutOutput(context, timeout: timeout)
+        shutOutput(context, proxy: proxy)
         context.read()
     }
 
     /// For an HTTP/1 connection: what the client still sends (the rest of a request body, pipelined requests) is
     /// dropped before the request decoder (`InputDiscarder`), so nothing after the response is parsed or answered.
-    static func startDiscardingRequests(_ context: ChannelHandlerContext, timeout: TimeAmount) {
+    static func startDiscardingRequests(_ context: ChannelHandlerContext, proxy: ProxyContext) {
         guard context.channel.isActive else { return }
         let pipeline = context.pipeline.syncOperations
         guard let decoder = try? pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self),
               (try? pipeline.addHandler(InputDiscarder(), position: .before(decoder))) != nil else {
             return context.close(promise: nil)
         }
-        shutOutput(context, timeout: timeout)
+        shutOutput(context, proxy: proxy)
     }
 
-    private static func shutOutput(_ context: ChannelHandlerContext, timeout: TimeAmount) {
+    private static func shutOutput(_ context: ChannelHandlerContext, proxy: ProxyContext) {
         let channel = context.channel
+        proxy.connections.noteLingering(channel)
+        let timeout = TimeAmount.milliseconds(Int64(proxy.limits.clientIdleTimeoutMs))
         let bound = ClientDrainWatch(timeout: timeout, everythingQueued: true)
         bound.start(context) { channel.close(promise: nil) }
         channel.closeFuture.assumeIsolated().whenComplete { _ in bound.cancel() }

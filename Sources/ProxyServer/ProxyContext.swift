@@ -127,10 +127,15 @@ final class ProxyContext: Sendable {
     }
 }
 
-/// Counts open client connections and in-flight exchanges; holds the channels so shutdown can close them.
+/// Counts open client connections and in-flight exchanges; holds the channels so shutdown can close them. A
+/// connection closing lingering (`LingeringClose`: its answer sent, only waiting for its peer to take the last bytes
+/// or to close) keeps its slot only while nobody else needs it: at the limit, a new connection takes the slot of one
+/// of those, which closes at once, rather than being refused.
 final class ConnectionTracker: Sendable {
     private struct State {
         var channels: [ObjectIdentifier: any Channel] = [:]
+        /// The channels closing lingering, among `channels`.
+        var lingering: [ObjectIdentifier: any Channel] = [:]
         var exchanges = 0
         /// Refusals not yet reported, and when the last report went out.
         var refusedSinceReport = 0
@@ -144,15 +149,32 @@ final class ConnectionTracker: Sendable {
 
     init(limit: Int) { self.limit = limit }
 
-    /// Registers a new connection; false when the limit is reached (the caller answers 503 and closes).
+    /// Registers a new connection; false when the limit is reached and no lingering connection can give up its slot
+    /// (the caller answers 503 and closes).
     func admit(_ channel: any Channel) -> Bool {
-        state.withLock { state in
-            guard state.channels.count < limit else {
-                state.refusedSinceReport += 1
-                return false
+        let (admitted, yielding) = state.withLock { state -> (Bool, (any Channel)?) in
+            var yielding: (any Channel)?
+            if state.channels.count >= limit {
+                guard let (id, lingering) = state.lingering.first else {
+                    state.refusedSinceReport += 1
+                    return (false, nil)
+                }
+                state.lingering.removeValue(forKey: id)
+                state.channels.removeValue(forKey: id)
+                yielding = lingering
             }
             state.channels[ObjectIdentifier(channel)] = channel
-            return true
+            return (true, yielding)
+        }
+        yielding?.close(promise: nil)
+        return admitted
+    }
+
+    /// `channel` closes lingering from now on: its slot may go to a new connection (`admit`).
+    func noteLingering(_ channel: any Channel) {
+        state.withLock { state in
+            let id = ObjectIdentifier(channel)
+            if state.channels[id] != nil { state.lingering[id] = channel }
         }
     }
 
@@ -179,7 +201,10 @@ final class ConnectionTracker: Sendable {
     }
 
     func remove(_ channel: any Channel) {
-        state.withLock { _ = $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+        state.withLock { state in
+            state.channels.removeValue(forKey: ObjectIdentifier(channel))
+            state.lingering.removeValue(forKey: ObjectIdentifier(channel))
+        }
     }
 
     func exchangeStarted() { state.withLock { $0.exchanges += 1 } }

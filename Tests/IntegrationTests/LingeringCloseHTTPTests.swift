@@ -75,4 +75,30 @@ struct LingeringCloseHTTPTests {
             #expect(try await client.readResponse().status == 502)
         }
     }
+    @Test("at --max-connections, a connection closing lingering gives its slot to a new client instead of a 503")
+    func lingeringYieldsItsSlot() async throws {
+        let refusing = try RefusingPort()
+        try await withProxy({ $0.limits.maxConnections = 2 }) { proxy in
+            let head = "POST http://127.0.0.1:\(refusing.port)/upload HTTP/1.1\r\nHost: 127.0.0.1:\(refusing.port)\r\n"
+                + "Content-Length: \(Self.uploadSize)\r\n\r\n"
+            // Two clients get their 502 and hookproxy's FIN, and keep their sockets open: both linger.
+            var lingering: [RawClient] = []
+            defer { for client in lingering { client.close() } }
+            for _ in 0..<2 {
+                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
+                lingering.append(client)
+                let response = try await client.run { try Self.uploadThenRead($0, head: head, body: [UInt8](repeating: 7, count: 1 << 20)) }
+                #expect(response.status == 502)
+                #expect(await client.waitForClose())
+            }
+            // Two more are served: each takes a lingering connection's slot.
+            for _ in 0..<2 {
+                let status = try await withRawClient(proxy, sending: rawRequest("GET http://127.0.0.1:\(refusing.port)/ HTTP/1.1",
+                                                                                ["Host: 127.0.0.1:\(refusing.port)"])) { client in
+                    try await client.readResponse().status
+                }
+                #expect(status == 502)
+            }
+        }
+    }
 }

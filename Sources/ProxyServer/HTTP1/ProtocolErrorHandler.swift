@@ -60,9 +60,8 @@ final class ProtocolErrorHandler: ChannelDuplexHandler, RemovableChannelHandler 
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
         // The client may still be sending (the rest of a body that failed to parse): the answer must not be lost
         // to the reset a close under its unread bytes would bring.
-        let timeout = TimeAmount.milliseconds(Int64(proxy.limits.clientIdleTimeoutMs))
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
-            LingeringClose.startDiscardingRequests(context, timeout: timeout)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { [proxy] _ in
+            LingeringClose.startDiscardingRequests(context, proxy: proxy)
         }
     }
 

@@ -463,7 +463,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let bodyStillComing = close && !exchange.requestBodyComplete
         ended.assumeIsolated().whenComplete { [self] _ in
             if bodyStillComing {
-                LingeringClose.startDiscardingRequests(context, timeout: .milliseconds(Int64(proxy.limits.clientIdleTimeoutMs)))
+                LingeringClose.startDiscardingRequests(context, proxy: proxy)
             } else if close {
                 context.close(promise: nil)
             } else if case .idle = state {

@@ -127,7 +127,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
             // it (`LingeringClose`).
             context.flush()
             reads.resume(context)
-            LingeringClose.start(context, timeout: handshake.clientIdleTimeout)
+            LingeringClose.start(context, proxy: handshake.proxy)
         }
         handshake.sessionEnded(log)
     }

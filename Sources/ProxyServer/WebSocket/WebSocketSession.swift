@@ -374,7 +374,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             // connection under those bytes: a FIN after them, then the client's own close (or the idle timeout).
             context.flush()
             reads.resume(context)
-            LingeringClose.start(context, timeout: handshake.clientIdleTimeout)
+            LingeringClose.start(context, proxy: handshake.proxy)
         }
         // A message cut short (a big frame relayed in fragments, or a client's own): what went on of it is logged.
         if let message = toServer.unfinished() { logMessage(message) }
