@@ -100,39 +100,58 @@ enum WebSocketWire {
     }
 }
 
-/// Counts this process's TCP sockets by port, from `/proc/self/fd` and `/proc/net/tcp{,6}`: the sockets that one
-/// proxy holds (accepted on its port, or connected to one origin's port), whatever other tests open meanwhile.
+/// Counts this process's TCP sockets by port: the sockets that one proxy holds (accepted on its port, or connected to
+/// one origin's port), whatever other tests open meanwhile. Each open descriptor of `/proc/self/fd` that is a socket
+/// is asked its own addresses (`getsockname`, `getpeername`): `/proc/net/tcp` is read a page at a time while other
+/// tests open and close sockets, so a socket could be missing from it (seen: a lingering connection counted as gone).
 enum SocketCensus {
     /// Open descriptors of this process that are TCP sockets with local port `local` (not listening) or remote port
     /// `remote`.
     static func count(localPort local: Int? = nil, remotePort remote: Int? = nil) -> Int {
-        let inodes = ownSocketInodes()
         var count = 0
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
-            for line in text.split(separator: "\n").dropFirst() {
-                let fields = line.split(separator: " ")
-                guard fields.count > 9, inodes.contains(String(fields[9])) else { continue }
-                let localPort = port(fields[1]), remotePort = port(fields[2])
-                let listening = fields[3] == "0A"
-                if let local, localPort == local, !listening { count += 1 } else if let remote, remotePort == remote { count += 1 }
-            }
+        for fd in ownSocketDescriptors() {
+            guard let (localPort, remotePort, listening) = ports(of: fd) else { continue }
+            if let local, localPort == local, !listening { count += 1 } else if let remote, remotePort == remote { count += 1 }
         }
         return count
     }
 
-    private static func port(_ address: Substring) -> Int {
-        address.split(separator: ":").last.flatMap { Int($0, radix: 16) } ?? -1
+    /// The descriptor's local and remote ports (remote -1 when it has no peer: listening, or reset) and whether it
+    /// listens; nil for a socket that is not TCP over IPv4 or IPv6 (or a descriptor closed meanwhile).
+    private static func ports(of fd: Int32) -> (local: Int, remote: Int, listening: Bool)? {
+        var type: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0, type == Int32(SOCK_STREAM.rawValue) else { return nil }
+        guard let local = port(fd, getsockname) else { return nil }
+        var accepting: Int32 = 0
+        length = socklen_t(MemoryLayout<Int32>.size)
+        let listening = getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) == 0 && accepting != 0
+        return (local, port(fd, getpeername) ?? -1, listening)
     }
 
-    private static func ownSocketInodes() -> Set<String> {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        var inodes = Set<String>()
-        for name in names {
-            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name),
-                  target.hasPrefix("socket:[") else { continue }
-            inodes.insert(String(target.dropFirst(8).dropLast()))
+    private static func port(_ fd: Int32, _ name: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> Int? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let got = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { name(fd, $0, &length) }
         }
-        return inodes
+        guard got == 0 else { return nil }
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) } }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) } }
+        default:
+            return nil
+        }
+    }
+
+    private static func ownSocketDescriptors() -> [Int32] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return names.compactMap { name in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name),
+                  target.hasPrefix("socket:[") else { return nil }
+            return Int32(name)
+        }
     }
 }
