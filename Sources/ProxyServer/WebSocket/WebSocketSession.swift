@@ -60,6 +60,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private var droppedAfterClose = (fromClient: DroppedAfterClose(), fromServer: DroppedAfterClose())
     /// Why hookproxy failed a session whose log already holds the close frame that passed before: a hook event.
     private var failureAfterClose: String?
+    /// Bounds the wait for an end to answer the other's close frame.
+    private let closeAnswer = CloseAnswerWatch()
+    /// Why the session ended before an end answered a close frame: a hook event.
+    private var closeUnanswered: String?
 
     init(handshake: UpgradeHandshake, upstream: UpstreamConnection) {
         self.handshake = handshake
@@ -99,6 +103,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     /// The context holds this handler: keeping it would keep both (and the channel) alive after the close.
     func handlerRemoved(context: ChannelHandlerContext) {
         drain.cancel()
+        closeAnswer.cancel()
         self.context = nil
     }
 
@@ -106,10 +111,12 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !ended else { return }  // (what the decoder still had when the session ended)
+        closeAnswer.noteHeard(from: .client)
         switch process(unwrapInboundIn(data), flow: &toServer) {
         case .forward(let frames): for out in frames { sendUpstream(out) }
         case .fail(let close): fail(close)
         }
+        if closeSentToServer { closeFramePassed() }
         if upstream.bufferedBytes > WebSocketSession.highWater { reads.pause() }
     }
 
@@ -163,6 +170,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     func upstreamReceived(_ bytes: ByteBuffer) {
         guard let codec = upstreamCodec, let context else { return }
         drain.noteDelivered()
+        closeAnswer.noteHeard(from: .server)
         // The frames decoded before a bad one still reach the client (the close waits for them); none after a frame
         // that ended the session.
         let frameError = codec.decode(bytes) { frame in
@@ -183,6 +191,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         guard !ended else { return }
         context.flush()
+        if closeSentToClient { closeFramePassed() }
         // A failed write can end the session inside the flush (the client reset the connection).
         if !ended, !context.channel.isWritable {
             upstream.setReading(false)
@@ -326,6 +335,51 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         return masked
     }
 
+    // MARK: - the close handshake
+
+    /// How long a server that got and sent its close frame has to close its connection (Chromium waits 2 s), at
+    /// most `--idle-timeout`.
+    static let serverCloseWait = TimeAmount.seconds(2)
+
+    /// A close frame went on (called again after each later frame): with one end's through, the other end's answer
+    /// is awaited; with both, the server's TCP close, and the session ends at it (`upstreamClosed`) or when it does
+    /// not come in time (`CloseAnswerWatch`).
+    private func closeFramePassed() {
+        guard !ended, let context else { return }
+        let awaited: CloseAnswerWatch.Awaited = closeSentToServer && closeSentToClient ? .serverClose
+            : closeSentToServer ? .server : .client
+        let timeout = switch awaited {
+        case .server: handshake.upstreamIdleTimeout
+        case .client: handshake.clientIdleTimeout
+        case .serverClose: min(WebSocketSession.serverCloseWait, handshake.upstreamIdleTimeout)
+        }
+        closeAnswer.start(awaiting: awaited, timeout: timeout, on: context.eventLoop) { [self] in
+            endUnanswered(awaited, timeout: timeout)
+        }
+    }
+
+    /// What `closeFramePassed` awaited did not come within `timeout`: the session ends, with a note. The server's
+    /// connection closes at once; a silent client's too, after the server got the rest of what the client sent; a
+    /// client that answered the close gets a FIN after the rest (`LingeringClose`), as from a server closing first.
+    private func endUnanswered(_ awaited: CloseAnswerWatch.Awaited, timeout: TimeAmount) {
+        guard !ended else { return }
+        let seconds = "\(Double(timeout.nanoseconds / 1_000_000) / 1000) s"
+        let reason = switch awaited {
+        case .server: "the server did not answer the client's close frame: it sent nothing for \(seconds) (--idle-timeout)"
+        case .client: "the client did not answer the server's close frame: it sent nothing for \(seconds) (--idle-timeout)"
+        case .serverClose: "the server kept its connection open \(seconds) after the close handshake: hookproxy closed it"
+        }
+        closeUnanswered = reason
+        handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): \(reason)")
+        switch awaited {
+        case .server, .serverClose:
+            end(WebSocketLog.Close(code: nil, reason: reason, by: .server))
+        case .client:
+            end(WebSocketLog.Close(code: nil, reason: reason, by: .client), sendingRest: true)
+            context?.close(promise: nil)
+        }
+    }
+
     // MARK: - the end
 
     /// Fails the session (RFC 6455 §7.1.7) on a fault hookproxy found: a bad frame, or a message it cannot edit.
@@ -361,6 +415,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
     private func end(_ close: WebSocketLog.Close, sendingRest: Bool = false) {
         guard !ended else { return }
         ended = true
+        closeAnswer.cancel()
         if log.close == nil { log.close = close }
         if sendingRest {
             upstream.closeWhenSent(idleTimeout: handshake.upstreamIdleTimeout)
@@ -385,6 +440,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             notes.append("\(unlisted) messages after the first \(WebSocketSession.maxListedMessages) not listed (counted in the totals)")
         }
         if let failureAfterClose { notes.append(failureAfterClose) }
+        if let closeUnanswered { notes.append(closeUnanswered) }
         for (count, side) in [(droppedAfterClose.fromClient.frames, "client"), (droppedAfterClose.fromServer.frames, "server")] where count > 0 {
             notes.append("hookproxy dropped \(count) frame\(count == 1 ? "" : "s") the \(side) sent after its close frame (RFC 6455 §5.5.1: nothing follows a close frame)")
         }

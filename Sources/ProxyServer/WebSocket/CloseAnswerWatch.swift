@@ -1,0 +1,63 @@
+import NIOCore
+
+/// Bounds the close handshake (RFC 6455 §7.1). Once one end's close frame went on to the other, that other end is
+/// waited for as long as it keeps sending (what it sends before its own close frame still passes), and at most a
+/// timeout (`--idle-timeout`, the client's or the upstream one) after the last byte it sent. Once both close frames
+/// passed, the server is waited for to close its TCP connection, as it should first (§7.1.1), for a short while
+/// whatever it sends (Chromium waits 2 s). An open session has no idle timeout (SPEC), so without this a peer that
+/// never answered a close frame, or a server that kept its connection open after the handshake, held the session,
+/// both connections and a `--max-connections` slot for as long as it stayed connected.
+///
+/// Costs nothing before it starts (`noteHeard` returns at its first check); once started it reads the clock once per
+/// `noteHeard`.
+///
+/// Event-loop bound: owned by a `WebSocketSession`, on the client connection's loop.
+final class CloseAnswerWatch {
+    /// What is awaited.
+    enum Awaited {
+        /// That end's close frame.
+        case client, server
+        /// The server's TCP close, after both close frames.
+        case serverClose
+    }
+
+    private var timeout = TimeAmount.zero
+    private var check: Scheduled<Void>?
+    private var lastHeard = NIODeadline.now()
+    private(set) var awaited: Awaited?
+
+    /// Starts waiting for `what`, in place of the wait under way unless that is for `what` already (then it does
+    /// nothing). `silent` runs on `loop` when `what` did not come in time: for a close frame, when its end sent
+    /// nothing for `timeout`; for the server's close, `timeout` from now. The watch has stopped by then.
+    func start(awaiting what: Awaited, timeout: TimeAmount, on loop: any EventLoop, silent: @escaping () -> Void) {
+        guard awaited != what else { return }
+        cancel()
+        awaited = what
+        self.timeout = timeout
+        lastHeard = .now()
+        schedule(at: lastHeard + timeout, on: loop, silent: silent)
+    }
+
+    /// `end` sent bytes: when its close frame is awaited, the wait starts again from now.
+    func noteHeard(from end: Awaited) {
+        guard awaited == end, check != nil else { return }
+        lastHeard = .now()
+    }
+
+    func cancel() {
+        check?.cancel()
+        check = nil
+    }
+
+    private func schedule(at deadline: NIODeadline, on loop: any EventLoop, silent: @escaping () -> Void) {
+        check = loop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            check = nil
+            let due = lastHeard + timeout
+            if due > .now() { return schedule(at: due, on: loop, silent: silent) }
+            silent()
+        }
+    }
+}
+
+@available(*, unavailable)
+extension CloseAnswerWatch: Sendable {}
