@@ -10,7 +10,8 @@ import NIOHTTP1
 /// last byte), what the client still sends is read and dropped, and the connection closes when the client closes its
 /// side (NIO closes a channel at its end of input, half-closure being off), or once a whole `timeout`
 /// (`--idle-timeout`) passed in which the client took nothing (`ClientDrainWatch`): a client that reads slowly gets
-/// every byte, and one that reads nothing, or keeps its side open once it has everything, is let go. Where the output
+/// every byte, and one that reads nothing, or keeps its side open once it has everything, is let go (at once, under
+/// TLS too: `ImmediateClose`). Where the output
 /// cannot be shut down alone (TLS that cannot), it closes at once, as before. A lingering connection gives up its
 /// `--max-connections` slot to a new connection that would otherwise be refused (`ConnectionTracker`). Event-loop
 /// bound.
@@ -39,7 +40,7 @@ enum LingeringClose {
         proxy.connections.noteLingering(channel)
         let timeout = TimeAmount.milliseconds(Int64(proxy.limits.clientIdleTimeoutMs))
         let bound = ClientDrainWatch(timeout: timeout, everythingQueued: true)
-        bound.start(context) { channel.close(promise: nil) }
+        bound.start(context) { ImmediateClose.close(channel) }
         channel.closeFuture.assumeIsolated().whenComplete { _ in bound.cancel() }
         let shut = channel.eventLoop.makePromise(of: Void.self)
         shut.futureResult.whenFailure { _ in channel.close(promise: nil) }

@@ -141,19 +141,19 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.write, .downloading(let stream, _)) where !context.channel.isWritable:
             // The client stopped reading a download: its connection (and the part it holds) is not kept.
             stream.stop()
-            context.close(promise: nil)
+            ImmediateClose.close(context.channel)
         case (.write, .exchanging(let exchange)) where !context.channel.isWritable || exchange.responseIsComplete:
             // The client stopped reading: curl does not time out a paused transfer, so hookproxy ends it.
             exchange.clientTimedOut("client read nothing for \(seconds) s (--idle-timeout)")
-            context.close(promise: nil)
+            if context.channel.isWritable { context.close(promise: nil) } else { ImmediateClose.close(context.channel) }
         case (.write, .upgrading(let handshake)) where !context.channel.isWritable:
             // The client stopped reading the server's refusal of its upgrade: the upstream is not held for it.
             handshake.clientClosed()
-            context.close(promise: nil)
+            ImmediateClose.close(context.channel)
         case (.write, .closing), (.write, .idle):
             // Nothing written completed for the idle timeout: a client that stopped reading the end of a response
-            // (or an idle keep-alive connection) is not kept.
-            context.close(promise: nil)
+            // (or an idle keep-alive connection) is not kept. One that reads gets TLS's close_notify and its wait.
+            if context.channel.isWritable { context.close(promise: nil) } else { ImmediateClose.close(context.channel) }
         default:
             break
         }

@@ -107,7 +107,7 @@ final class RawUpgradeRelay: ChannelDuplexHandler, UpgradeRelay {
             // What the client sent before still reaches an open relay's server, and its connection closes with a
             // FIN, not a reset under its unread bytes.
             end(by: finished ? .server : .client, handshake.clientStalledReason(serverFinished: finished), sendingRest: true)
-            self.context?.close(promise: nil)
+            if let channel = self.context?.channel { ImmediateClose.close(channel) }
         }
     }
 

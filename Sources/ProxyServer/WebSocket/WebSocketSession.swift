@@ -223,7 +223,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             let reason = handshake.clientStalledReason(serverFinished: finished)
             if !finished { sendCloseFrames(code: 1001, reason: "hookproxy: \(reason)", toClient: false) }
             end(WebSocketLog.Close(code: nil, reason: reason, by: finished ? .server : .client), sendingRest: true)
-            self.context?.close(promise: nil)
+            if let channel = self.context?.channel { ImmediateClose.close(channel) }
         }
     }
 
@@ -376,7 +376,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
             end(WebSocketLog.Close(code: nil, reason: reason, by: .server))
         case .client:
             end(WebSocketLog.Close(code: nil, reason: reason, by: .client), sendingRest: true)
-            context?.close(promise: nil)
+            if let channel = context?.channel { ImmediateClose.close(channel) }
         }
     }
 

@@ -1,0 +1,62 @@
+import Foundation
+import ProxyServer
+import ProxyTestSupport
+import Testing
+
+/// A client through TLS interception that stops and keeps its socket open is let go at `--idle-timeout`, as a plain
+/// one is: closed through the pipeline, NIOSSL waited up to 5 s more for a close_notify such a client never sends
+/// (`ImmediateClose`). The client is Python's `ssl` (`Scripts/tls_stalled_client.py`), in a process of its own.
+@Suite("Intercepted clients that stop are let go at --idle-timeout, not 5 s later", .timeLimit(.minutes(3)))
+struct ImmediateCloseTests {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Scripts/tls_stalled_client.py").path
+    static let idleTimeoutMs = 1000
+
+    /// Runs the client in `mode` against `localhost:port` through `proxy`; returns how long after it stopped the proxy
+    /// held its connection (nil when it still held it after 20 s).
+    static func heldAfterStalling(_ proxy: ProxyHarness, caPath: String, port: Int, mode: String) async throws -> Duration? {
+        let directory = try TemporaryDirectory()
+        let output = directory.path + "/out"
+        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        let process = Process()
+        let stdin = Pipe()
+        process.executableURL = URL(fileURLWithPath: LogFiles.python)
+        process.arguments = [script, String(proxy.port), "localhost", String(port), caPath, mode]
+        process.standardInput = stdin
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        try process.run()
+        defer {
+            try? stdin.fileHandleForWriting.close()
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+        let text = { (try? String(contentsOfFile: output, encoding: .utf8)) ?? "" }
+        let stalled = await eventually(timeout: .seconds(20)) { text().contains("stalled") || !process.isRunning }
+        guard stalled, process.isRunning else { throw TestSupportError("the client did not stall: \(text())") }
+        let start = ContinuousClock.now
+        guard await eventually(timeout: .seconds(20), { SocketCensus.count(localPort: proxy.port) == 0 }) else { return nil }
+        return ContinuousClock.now - start
+    }
+
+    @Test("a download the client stops reading")
+    func stoppedDownload() async throws {
+        try await withOrigin(tls: TestCA.shared.identity([TestCA.shared.leaf, TestCA.shared.intermediate])) { origin in
+            try await withInterceptingProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy, caPath in
+                let held = try await Self.heldAfterStalling(proxy, caPath: caPath, port: origin.port, mode: "download")
+                // --idle-timeout, plus up to an eighth of it between checks; 5 s more before.
+                #expect(held.map { $0 < .milliseconds(4 * Self.idleTimeoutMs) } == true, "held for \(String(describing: held))")
+            }
+        }
+    }
+
+    @Test("an upload-first client answered early (lingering close) that keeps its socket open")
+    func lingeringUpload() async throws {
+        let refusing = try RefusingPort()
+        try await withInterceptingProxy({ $0.limits.clientIdleTimeoutMs = Self.idleTimeoutMs }) { proxy, caPath in
+            let held = try await Self.heldAfterStalling(proxy, caPath: caPath, port: refusing.port, mode: "upload")
+            // The 502 and the lingering close, then one --idle-timeout in which the client took nothing.
+            #expect(held.map { $0 < .milliseconds(4 * Self.idleTimeoutMs) } == true, "held for \(String(describing: held))")
+        }
+    }
+}
