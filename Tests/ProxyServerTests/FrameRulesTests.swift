@@ -4,7 +4,7 @@ import NIOWebSocket
 import Testing
 
 /// RFC 6455's masking and RSV rules for one frame (`FrameRules`), for each thing a 101 can agree, and the close
-/// frames hookproxy writes (`CloseFrame`).
+/// frames hookproxy writes and the rules a relayed one keeps (`CloseFrame`).
 struct FrameRulesTests {
     static let key = WebSocketMaskingKey([1, 2, 3, 4])!
 
@@ -73,5 +73,21 @@ struct FrameRulesTests {
         }
         #expect(CloseFrame.fitting(String(repeating: "b", count: 123)).utf8.count == 123)
         #expect(CloseFrame.fitting(String(repeating: "b", count: 124)).utf8.count == 123)
+    }
+
+    @Test func closeCodesAnEndpointMaySendAndOnesItMayNot() {
+        for code: UInt16 in [1000, 1001, 1002, 1003, 1007, 1011, 1012, 1014, 3000, 4000, 4999] {
+            #expect(CloseFrame.isSendable(code), "\(code)")
+        }
+        for code: UInt16 in [0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535] {
+            #expect(!CloseFrame.isSendable(code), "\(code)")
+        }
+        #expect(CloseFrame.violation(ByteBuffer()) == nil)
+        #expect(CloseFrame.violation(ByteBuffer(bytes: [0x03, 0xE8] + Array("fine ✓".utf8))) == nil)
+        #expect(CloseFrame.violation(ByteBuffer(bytes: [0x03]))?.code == 1002)
+        #expect(CloseFrame.violation(ByteBuffer(bytes: [0x03, 0xEE]))?.code == 1002)  // 1006
+        #expect(CloseFrame.violation(ByteBuffer(bytes: [0x03, 0xE8, 0xFF]))?.code == 1007)
+        // A reason cut inside a character is not UTF-8 either.
+        #expect(CloseFrame.violation(ByteBuffer(bytes: [0x03, 0xE8] + Array("é".utf8).prefix(1)))?.code == 1007)
     }
 }

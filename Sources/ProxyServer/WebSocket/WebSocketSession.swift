@@ -273,6 +273,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         let plain = frame.unmaskedFrame  // unmasked once, for the log, the rules and the encoder
         switch plain.opcode {
         case .connectionClose:
+            if let (code, what) = CloseFrame.violation(plain.data) {
+                handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): bad frame from the \(by): \(what)")
+                return .fail(WebSocketLog.Close(code: Int(code), reason: "hookproxy: bad frame from the \(by): \(what)", by: by))
+            }
             if log.close == nil {
                 var data = plain.data
                 let code = data.readInteger(as: UInt16.self).map(Int.init)
