@@ -64,6 +64,14 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var closesAfterRequest = false
     /// Set once such a request has been read: nothing (not even the upstream draining the body) resumes reading.
     private var readsStopped = false
+    /// The client's address as the log writes it, made once per connection (formatting it is ~2 % of a request).
+    private var clientAddressText: String?
+    private var clientAddress: String {
+        if let clientAddressText { return clientAddressText }
+        let text = context?.channel.remoteAddress?.description ?? "?"
+        clientAddressText = text
+        return text
+    }
 
     init(context: ProxyContext, impliedScheme: String = "http", impliedAuthority: String? = nil,
          reverse: ReverseRoute? = nil) {
@@ -277,7 +285,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             default: break
             }
         }
-        let request = RequestContext(head: nioHead, client: context?.channel.remoteAddress?.description ?? "?", start: Date())
+        let request = RequestContext(head: nioHead, client: clientAddress, start: Date())
         // An `Upgrade` that hookproxy does not carry: NIO's decoder stops parsing after such a request, so the
         // request is answered (forwarded without the upgrade, or locally) and the connection closes; nothing read
         // after it is kept.
