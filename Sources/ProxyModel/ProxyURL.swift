@@ -155,14 +155,16 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
 
     /// `host` or `host:port` (port only when not the scheme's default); IPv6 hosts in brackets.
     public var authority: String {
-        let shownHost = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
-        return isDefaultPort ? shownHost : "\(shownHost):\(port)"
+        let showsPort = !isDefaultPort
+        if !showsPort, !host.utf8.contains(UInt8(ascii: ":")) { return host }
+        return URLText.build(capacity: host.utf8.count + 8) { text in
+            text.appendAuthority(host: host, port: showsPort ? port : nil)
+        }
     }
 
     /// The request target in origin form: path plus `?query` when present.
     public var pathAndQuery: String { query.map { "\(path)?\($0)" } ?? path }
 
-    /// `scheme://authority/path?query`, built in one buffer (every log record makes one or two).
     /// The asterisk-form target of `OPTIONS *` (RFC 9112 §3.2.4): the server as a whole, not a resource. Its
     /// `path` is `*`; written out, the URL has an empty path (`http://host:port`), the absolute form that means it.
     public var isAsterisk: Bool { path == "*" }
@@ -180,27 +182,62 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
         return !bytes[(colon + 3)...].contains { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }
     }
 
+    /// `scheme://authority/path?query`, written into one buffer: each request makes it twice (curl's URL, the log
+    /// record), and appending its parts to a `String` one by one cost ~3,000 instructions each time.
     public var description: String {
-        var text = ""
-        text.reserveCapacity(scheme.utf8.count + host.utf8.count + path.utf8.count + (query?.utf8.count ?? 0) + 16)
-        text += scheme
-        text += "://"
-        let bracketed = host.utf8.contains(UInt8(ascii: ":"))
-        if bracketed { text += "[" }
-        text += host
-        if bracketed { text += "]" }
-        if !isDefaultPort {
-            text += ":"
-            text += String(port)
+        let capacity = scheme.utf8.count + host.utf8.count + path.utf8.count + (query?.utf8.count ?? 0) + 16
+        return URLText.build(capacity: capacity) { text in
+            text.append(scheme)
+            text.append("://")
+            text.appendAuthority(host: host, port: isDefaultPort ? nil : port)
+            if !isAsterisk { text.append(path) }  // RFC 9112 §3.2.4: an empty path stands for `OPTIONS *`
+            if let query {
+                text.append("?")
+                text.append(query)
+            }
         }
-        if !isAsterisk { text += path }  // RFC 9112 §3.2.4: an empty path stands for `OPTIONS *`
-        if let query {
-            text += "?"
-            text += query
-        }
-        return text
     }
 
     /// scheme, host (lower-cased) and port: what "same origin" compares.
     public var origin: String { "\(scheme)://\(host.lowercased()):\(port)" }
+}
+
+/// Writes a URL's parts end to end into a new string's storage: one allocation, each part copied whole.
+struct URLText {
+    private let buffer: UnsafeMutableBufferPointer<UInt8>
+    private(set) var count = 0
+
+    private init(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
+        self.buffer = buffer
+    }
+
+    /// A string of at most `capacity` UTF-8 bytes, written by `write`.
+    static func build(capacity: Int, _ write: (inout URLText) -> Void) -> String {
+        String(unsafeUninitializedCapacity: capacity) { buffer in
+            var text = URLText(buffer)
+            write(&text)
+            return text.count
+        }
+    }
+
+    mutating func append(_ part: String) {
+        var part = part
+        part.withUTF8 { bytes in
+            precondition(count + bytes.count <= buffer.count, "URLText: capacity too small")
+            UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[count...]))
+                .copyMemory(from: UnsafeRawBufferPointer(bytes))
+            count += bytes.count
+        }
+    }
+
+    /// `host` (in brackets when it is an IPv6 literal), then `:port` when given.
+    mutating func appendAuthority(host: String, port: Int?) {
+        let bracketed = host.utf8.contains(UInt8(ascii: ":"))
+        if bracketed { append("[") }
+        append(host)
+        if bracketed { append("]") }
+        guard let port else { return }
+        append(":")
+        append(String(port))
+    }
 }
