@@ -32,22 +32,31 @@ PEER="$ROOT/.build/ws_peer"
 cc -O2 -pthread -o "$PEER" bench/ws_peer.c
 
 # For each pair of peers: its echo server, and hookproxy and mitmdump as reverse proxies in front of it.
-declare -A TARGETS
+declare -A TARGETS PROCS
 for peers in python c; do
   port=$(free_port)
   if [ "$peers" = python ]; then "$PY" bench/ws_bench.py server "$port" & PIDS+=($!); else "$PEER" server "$port" & PIDS+=($!); fi
+  PROCS["$peers|server"]=$!
   wait_port "$port"
   TARGETS["$peers|direct"]="127.0.0.1:$port"
   hp=$(free_port)
   "$HOOKPROXY" run --listen 127.0.0.1:0 --quiet --reverse "127.0.0.1:$hp=http://127.0.0.1:$port" >/dev/null 2>&1 & PIDS+=($!)
+  PROCS["$peers|hookproxy"]=$!
   wait_port "$hp"
   TARGETS["$peers|hookproxy"]="127.0.0.1:$hp"
   if [ -n "$MITMDUMP" ]; then
     mp=$(free_port)
     "$MITMDUMP" -q --mode "reverse:http://127.0.0.1:$port" --listen-host 127.0.0.1 -p "$mp" >/dev/null 2>&1 & PIDS+=($!)
+    PROCS["$peers|mitmdump"]=$!
     wait_port "$mp" && TARGETS["$peers|mitmdump"]="127.0.0.1:$mp"
   fi
 done
+# CPU time per round trip, by process, of the C peers' 32-session runs (what the ratios to direct come from: the
+# proxy's user and system time, the server's, the client's), from /proc/PID/stat and the shell's `times`.
+CPU=$(mktemp)
+trap 'cleanup; rm -f "$CPU" "$CPU.before" "$CPU.after"' EXIT
+TICK=$(getconf CLK_TCK)
+ticks() { [ -n "$1" ] && awk '{print $14, $15}' "/proc/$1/stat" || echo "0 0"; }
 ORDER="direct hookproxy"
 [ -n "${TARGETS[python|mitmdump]:-}" ] && ORDER="$ORDER mitmdump"
 sleep 2  # mitmdump finishes loading after it listens
@@ -55,6 +64,18 @@ sleep 2  # mitmdump finishes loading after it listens
 run() {  # PEERS WHO SESSIONS → round trips per second
   local address=${TARGETS["$1|$2"]}
   if [ "$1" = python ]; then "$PY" bench/ws_bench.py client "ws://$address/" "$3" "$SECONDS_PER"
+  elif [ "$3" = 32 ]; then
+    local proxy=${PROCS["c|$2"]:-} server=${PROCS["c|server"]} rt
+    read -r su0 ss0 < <(ticks "$server"); read -r pu0 ps0 < <(ticks "$proxy")
+    times > "$CPU.before"
+    rt=$("$PEER" client "${address%:*}" "${address#*:}" / "$3" "$SECONDS_PER" 1024)
+    times > "$CPU.after"
+    read -r su1 ss1 < <(ticks "$server"); read -r pu1 ps1 < <(ticks "$proxy")
+    # `times`' second line: the user and system time of this shell's children (the client), as 0m1.234s.
+    read -r cu cs < <(cat "$CPU.before" "$CPU.after" | awk 'NR % 2 == 0 { for (i = 1; i <= 2; i++) { split($i, t, "m"); sub("s", "", t[2]); v[NR, i] = t[1] * 60 + t[2] } }
+      END { printf "%.3f %.3f\n", v[4, 1] - v[2, 1], v[4, 2] - v[2, 2] }')
+    echo "$2 $rt $((pu1 - pu0)) $((ps1 - ps0)) $((su1 - su0)) $((ss1 - ss0)) $cu $cs" >> "$CPU"
+    echo "$rt"
   else "$PEER" client "${address%:*}" "${address#*:}" / "$3" "$SECONDS_PER" 1024; fi
 }
 declare -A R
@@ -69,6 +90,15 @@ echo "| --- | --- | ---: | ---: |"
 for peers in python c; do
   for who in $ORDER; do echo "| $who | $peers | ${R[$peers|$who|1]} | ${R[$peers|$who|32]} |"; done
 done
+echo
+echo "CPU per round trip at 32 sessions, C peers (µs; each run's round trips/s × $SECONDS_PER s):"
+echo "| path | proxy user | proxy system | server | client | all |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+awk -v tick="$TICK" -v secs="$SECONDS_PER" '{
+  n = $2 * secs; if (n == 0) next
+  pu = $3 / tick * 1e6 / n; ps = $4 / tick * 1e6 / n; sv = ($5 + $6) / tick * 1e6 / n; cl = ($7 + $8) * 1e6 / n
+  printf "| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", $1, pu, ps, sv, cl, pu + ps + sv + cl }' "$CPU"
+echo
 for peers in python c; do
   for sessions in 1 32; do
     h=${R[$peers|hookproxy|$sessions]}
