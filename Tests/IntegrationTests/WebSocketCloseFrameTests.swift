@@ -22,9 +22,7 @@ struct WebSocketCloseFrameTests {
     func fromTheClient(name: String, payload: [UInt8], code: Int, what: String) async throws {
         try await TestWebSocketServer.with { server in
             try await withProxy { proxy in
-                let client = try await RawClient.connect(port: proxy.port)
-                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(server.port)/", host: "127.0.0.1:\(server.port)"))
-                #expect(try await client.readResponse().status == 101)
+                let client = try await RawClient.webSocket(through: proxy, to: server.port)
                 try await client.send(WebSocketWire.frame(opcode: 8, payload))
                 let frames = WebSocketWire.frames(try await client.readToEOF())
                 client.close()
@@ -46,9 +44,7 @@ struct WebSocketCloseFrameTests {
         ]
         try await MisbehavingOrigin.with(script) { origin in
             try await withProxy { proxy in
-                let client = try await RawClient.connect(port: proxy.port)
-                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
-                #expect(try await client.readResponse().status == 101)
+                let client = try await RawClient.webSocket(through: proxy, to: origin.port)
                 let frames = WebSocketWire.frames(try await client.readToEOF())
                 client.close()
                 #expect(frames.map(\.closeCode) == [code], "\(name): \(frames)")
@@ -67,10 +63,8 @@ struct WebSocketCloseFrameTests {
         let script: [MisbehavingOrigin.Step] = [.send(Array(WebSocketAdversarialTests.accept.utf8)), .hang]
         try await MisbehavingOrigin.with(script) { origin in
             try await withProxy { proxy in
-                let client = try await RawClient.connect(port: proxy.port)
+                let client = try await RawClient.webSocket(through: proxy, to: origin.port)
                 defer { client.close() }
-                try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/", host: "127.0.0.1:\(origin.port)"))
-                #expect(try await client.readResponse().status == 101)
                 try await client.send(WebSocketWire.frame(opcode: 8, payload))
                 #expect(await eventually(timeout: .seconds(20)) {
                     WebSocketWire.framesAfterHead(origin.received).map(\.payload) == [payload]

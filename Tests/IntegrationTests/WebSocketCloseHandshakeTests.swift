@@ -17,18 +17,12 @@ struct WebSocketCloseHandshakeTests {
         configuration.upstream.idleTimeoutMs = idleTimeoutMs
     }
 
-    static func handshake(_ client: RawClient, port: Int) async throws {
-        try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(port)/", host: "127.0.0.1:\(port)"))
-        #expect(try await client.readResponse().status == 101)
-    }
-
     @Test("a server that never answers the client's close frame and keeps its connection open: both connections close at --idle-timeout, and the log says why")
     func serverNeverAnswersTheClose() async throws {
         let script: [MisbehavingOrigin.Step] = [.send(Array(WebSocketAdversarialTests.accept.utf8)), .hang]
         try await MisbehavingOrigin.with(script) { origin in
             try await withProxy(Self.shortIdle) { proxy in
-                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
-                try await Self.handshake(client, port: origin.port)
+                let client = try await RawClient.webSocket(through: proxy, to: origin.port, readTimeout: .seconds(20))
                 let start = ContinuousClock.now
                 try await client.send(WebSocketWire.close(1000, "bye"))
                 let rest = try await client.readToEOF()
@@ -62,8 +56,7 @@ struct WebSocketCloseHandshakeTests {
         script += [.send(WebSocketWire.close(1000, "done too", masked: false)), .hang]
         try await MisbehavingOrigin.with(script) { origin in
             try await withProxy({ $0.limits.clientIdleTimeoutMs = 2000; $0.upstream.idleTimeoutMs = 2000 }) { proxy in
-                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
-                try await Self.handshake(client, port: origin.port)
+                let client = try await RawClient.webSocket(through: proxy, to: origin.port, readTimeout: .seconds(20))
                 try await client.send(WebSocketWire.close(1000, "bye"))
                 let frames = WebSocketWire.frames(try await client.readToEOF())
                 client.close()
@@ -85,8 +78,7 @@ struct WebSocketCloseHandshakeTests {
         try await MisbehavingOrigin.with(script) { origin in
             // A long timeout: the session must not wait for it.
             try await withProxy({ $0.limits.clientIdleTimeoutMs = 30_000; $0.upstream.idleTimeoutMs = 30_000 }) { proxy in
-                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
-                try await Self.handshake(client, port: origin.port)
+                let client = try await RawClient.webSocket(through: proxy, to: origin.port, readTimeout: .seconds(20))
                 let close = try await client.read(atLeast: 2 + 2 + 13)
                 #expect(WebSocketWire.frames(close).first?.closeCode == 4001)
                 let start = ContinuousClock.now
@@ -117,8 +109,7 @@ struct WebSocketCloseHandshakeTests {
         ]
         try await MisbehavingOrigin.with(script) { origin in
             try await withProxy(Self.shortIdle) { proxy in
-                let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20))
-                try await Self.handshake(client, port: origin.port)
+                let client = try await RawClient.webSocket(through: proxy, to: origin.port, readTimeout: .seconds(20))
                 let start = ContinuousClock.now
                 let frames = WebSocketWire.frames(try await client.readToEOF())
                 let took = ContinuousClock.now - start

@@ -1,4 +1,5 @@
 import Foundation
+import ProxyTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -153,5 +154,19 @@ enum SocketCensus {
                   target.hasPrefix("socket:[") else { return nil }
             return Int32(name)
         }
+    }
+}
+
+extension RawClient {
+    /// A raw client through `proxy` whose WebSocket handshake with the server on 127.0.0.1:`port` got its 101.
+    static func webSocket(through proxy: ProxyHarness, to port: Int, readTimeout: Duration = .seconds(10)) async throws -> RawClient {
+        let client = try await RawClient.connect(port: proxy.port, readTimeout: readTimeout)
+        try await client.send(WebSocketWire.handshake("http://127.0.0.1:\(port)/", host: "127.0.0.1:\(port)"))
+        let status = try await client.readResponse().status
+        guard status == 101 else {
+            client.close()
+            throw TestSupportError("the WebSocket handshake got \(status), not 101")
+        }
+        return client
     }
 }
