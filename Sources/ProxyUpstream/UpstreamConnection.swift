@@ -47,6 +47,8 @@ public final class UpstreamConnection {
     public private(set) var bufferedBytes = 0
     weak var delegate: (any UpstreamConnectionDelegate)?
     let socket: Int32
+    /// How much of what was sent the server has taken (`AcknowledgedBytes`): it grows while the server reads.
+    public var acknowledgedBytes: UInt64 { AcknowledgedBytes.of(socket: socket) }
     private let engine: LoopEngine
     private var easy: CurlEasy?
     /// The transfer that made the connection. The handle's options still point into it (its error buffer, which curl

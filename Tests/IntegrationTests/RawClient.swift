@@ -376,10 +376,12 @@ final class RawListener: @unchecked Sendable {
     let port: Int
 
     /// `backlog` is `listen`'s: 0 lets one connection wait unaccepted, and the kernel drops the SYNs of later ones
-    /// (their connects stay pending, retrying) until it is accepted.
-    init(backlog: Int32 = 16) throws {
+    /// (their connects stay pending, retrying) until it is accepted. `receiveBuffer`: `SO_RCVBUF` of the accepted
+    /// connections (set before `listen`, so the window they announce fits it), for a server that buffers little.
+    init(backlog: Int32 = 16, receiveBuffer: Int32? = nil) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RawClient.Failure("socket: \(String(cString: strerror(errno)))") }
+        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0

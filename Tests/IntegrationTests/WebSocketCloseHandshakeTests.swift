@@ -39,7 +39,7 @@ struct WebSocketCloseHandshakeTests {
                 #expect(record.webSocket?.close?.code == 1000 && record.webSocket?.close?.by == .client,
                         "the log keeps the close that passed: \(String(describing: record.webSocket?.close))")
                 let notes = record.events.map(\.action)
-                #expect(notes.contains { $0.hasPrefix("the server did not answer the client's close frame: it sent nothing for 1.0 s (--idle-timeout)") },
+                #expect(notes.contains { $0.hasPrefix("the server did not answer the client's close frame: it sent and took nothing for 1.0 s (--idle-timeout)") },
                         "\(notes)")
             }
         }
@@ -122,8 +122,141 @@ struct WebSocketCloseHandshakeTests {
                 let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
                 #expect(record.webSocket?.close?.code == 1001 && record.webSocket?.close?.by == .server)
                 let notes = record.events.map(\.action)
-                #expect(notes.contains { $0.hasPrefix("the client did not answer the server's close frame: it sent nothing for 1.0 s (--idle-timeout)") },
+                #expect(notes.contains { $0.hasPrefix("the client did not answer the server's close frame: it sent and took nothing for 1.0 s (--idle-timeout)") },
                         "\(notes)")
+            }
+        }
+    }
+
+    // MARK: peers that answer slowly (found by a hostile review of the first version)
+
+    /// Reads 8 KiB every 20 ms (~400 KB/s), sending nothing, until it has the `expected` bytes (frames ending with a
+    /// close frame); then sends `answer` (its own close frame), and reads to the end. Returns the frames it read.
+    static func readSlowlyThenAnswer(_ peer: RawClient, expected: Int, answer: [UInt8]) throws -> [WebSocketWire.Frame] {
+        var received: [UInt8] = []
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let chunk = try peer.readSomeNow(upTo: 8192)
+            if chunk.isEmpty { break }
+            received += chunk
+            if received.count >= expected {
+                try peer.sendNow(answer)
+                while try !peer.readSomeNow(upTo: 65536).isEmpty {}
+                break
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return WebSocketWire.frames(received)
+    }
+
+    static let frameCount = 24
+    static let payload = [UInt8](repeating: 9, count: 65536)
+    /// The frames' bytes and a close frame's, masked (the client's) or not.
+    static func backlogBytes(masked: Bool, closeReason: String) -> Int {
+        frameCount * WebSocketWire.frame(opcode: 2, payload, masked: masked).count
+            + WebSocketWire.close(1000, closeReason, masked: masked).count
+    }
+
+    /// The server buffers little (32 KiB): what it has taken is what its kernel acknowledged, give or take that much.
+    /// (A reader that lags its kernel's buffer by more than --idle-timeout is let go; at the default 60 s that is
+    /// megabytes at a crawl.)
+    @Test("a client whose close frame reaches a slowly reading server late (behind 1.5 MiB): the server still gets everything and answers; nothing is cut at --idle-timeout")
+    func closeBehindABacklogToTheServer() async throws {
+        let origin = try RawListener(receiveBuffer: 32768)
+        let server = origin.serving(readTimeout: .seconds(60)) { server in
+            _ = try server.readHeadNow()
+            try server.sendNow(Array(WebSocketAdversarialTests.accept.utf8))
+            return try Self.readSlowlyThenAnswer(server, expected: Self.backlogBytes(masked: true, closeReason: "client-bye"),
+                                                 answer: WebSocketWire.close(1000, "server-bye", masked: false))
+        }
+        try await withProxy(Self.shortIdle) { proxy in
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(30),
+                                                     sending: WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/",
+                                                                                      host: "127.0.0.1:\(origin.port)"))
+            defer { client.close() }
+            let frames = (0..<Self.frameCount).flatMap { _ in WebSocketWire.frame(opcode: 2, Self.payload) }
+            let answer = try await client.run { client -> [WebSocketWire.Frame] in
+                _ = try client.readResponseNow()
+                try client.sendNow(frames + WebSocketWire.close(1000, "client-bye"))
+                var got: [UInt8] = []
+                while true {
+                    let chunk = try client.readSomeNow(upTo: 65536)
+                    if chunk.isEmpty { break }
+                    got += chunk
+                }
+                return WebSocketWire.frames(got)
+            }
+            let atServer = try await server.value
+            #expect(atServer.filter { $0.opcode == 2 }.map(\.payload.count).reduce(0, +) == Self.frameCount * Self.payload.count,
+                    "\(atServer.count) frames")
+            #expect(atServer.last?.closeReason == "client-bye")
+            #expect(answer.map(\.closeReason) == ["server-bye"], "the client gets the server's answer")
+        }
+    }
+
+    @Test("a server whose close frame reaches a slowly reading client late (behind 1.5 MiB): the client's answer still reaches the server")
+    func closeBehindABacklogToTheClient() async throws {
+        let origin = try RawListener()
+        let server = origin.serving(readTimeout: .seconds(60)) { server -> [WebSocketWire.Frame] in
+            _ = try server.readHeadNow()
+            try server.sendNow(Array(WebSocketAdversarialTests.accept.utf8))
+            for _ in 0..<Self.frameCount { try server.sendNow(WebSocketWire.frame(opcode: 2, Self.payload, masked: false)) }
+            try server.sendNow(WebSocketWire.close(1000, "server-bye", masked: false))
+            var got: [UInt8] = []
+            while true {
+                let chunk = try server.readSomeNow(upTo: 65536)
+                if chunk.isEmpty { break }
+                got += chunk
+            }
+            return WebSocketWire.frames(got)
+        }
+        try await withProxy(Self.shortIdle) { proxy in
+            let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(30), receiveBuffer: 65536,
+                                                     sending: WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/",
+                                                                                      host: "127.0.0.1:\(origin.port)"))
+            defer { client.close() }
+            let read = try await client.run { client -> [WebSocketWire.Frame] in
+                _ = try client.readResponseNow()
+                return try Self.readSlowlyThenAnswer(client, expected: Self.backlogBytes(masked: false, closeReason: "server-bye"),
+                                                     answer: WebSocketWire.close(1000, "client-bye"))
+            }
+            #expect(read.filter { $0.opcode == 2 }.count == Self.frameCount)
+            #expect(read.last?.closeReason == "server-bye")
+            let atServer = try await server.value
+            #expect(atServer.map(\.closeReason) == ["client-bye"], "the server gets the client's answer: \(atServer)")
+        }
+    }
+
+    @Test("a client answering the server's close after a big message it sends slowly, and a close frame it trickles: both reach the server")
+    func slowAnswersFromTheClient() async throws {
+        let script: [MisbehavingOrigin.Step] = [
+            .send(Array(WebSocketAdversarialTests.accept.utf8) + WebSocketWire.close(1001, "going", masked: false)), .hang,
+        ]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy(Self.shortIdle) { proxy in
+                let client = try await RawClient.webSocket(through: proxy, to: origin.port, readTimeout: .seconds(20))
+                defer { client.close() }
+                _ = try await client.read(atLeast: 2 + 2 + 5)
+                // 64 KiB in 16 pieces 150 ms apart (2.4 s, over --idle-timeout), then the close a byte every 250 ms.
+                let message = WebSocketWire.frame(opcode: 2, [UInt8](repeating: 3, count: 65536))
+                let close = WebSocketWire.close(1001, "ok")
+                try await client.run { client in
+                    let piece = message.count / 16 + 1
+                    for start in stride(from: 0, to: message.count, by: piece) {
+                        try client.sendNow(Array(message[start..<min(message.count, start + piece)]))
+                        Thread.sleep(forTimeInterval: 0.15)
+                    }
+                    for byte in close {
+                        try client.sendNow([byte])
+                        Thread.sleep(forTimeInterval: 0.25)
+                    }
+                }
+                #expect(await eventually(timeout: .seconds(20)) {
+                    WebSocketWire.framesAfterHead(origin.received).map(\.opcode) == [2, 8]
+                }, "\(WebSocketWire.framesAfterHead(origin.received).map(\.opcode))")
+                #expect(WebSocketWire.framesAfterHead(origin.received).first?.payload.count == 65536)
+                let record = try #require(await WebSocketAdversarialTests.sessionRecord(proxy))
+                #expect(!record.events.map(\.action).contains { $0.contains("did not answer") }, "\(record.events.map(\.action))")
             }
         }
     }

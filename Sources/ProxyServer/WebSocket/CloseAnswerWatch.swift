@@ -1,15 +1,18 @@
 import NIOCore
 
 /// Bounds the close handshake (RFC 6455 §7.1). Once one end's close frame went on to the other, that other end is
-/// waited for as long as it keeps sending (what it sends before its own close frame still passes), and at most a
-/// timeout (`--idle-timeout`, the client's or the upstream one) after the last byte it sent. Once both close frames
-/// passed, the server is waited for to close its TCP connection, as it should first (§7.1.1), for a short while
-/// whatever it sends (Chromium waits 2 s). An open session has no idle timeout (SPEC), so without this a peer that
-/// never answered a close frame, or a server that kept its connection open after the handshake, held the session,
-/// both connections and a `--max-connections` slot for as long as it stayed connected.
+/// waited for as long as it keeps sending (what it sends before its own close frame still passes) or taking what was
+/// sent to it (a close frame queued behind megabytes reaches a slow reader late: it answers only once it read it),
+/// and at most a timeout (`--idle-timeout`, the client's or the upstream one) after the last byte it sent or took.
+/// Once both close frames passed, the server is waited for to close its TCP connection, as it should first
+/// (§7.1.1), for a short while (Chromium waits 2 s) after it last took a byte. An open session has no idle timeout
+/// (SPEC), so without this a peer that never answered a close frame, or a server that kept its connection open after
+/// the handshake, held the session, both connections and a `--max-connections` slot for as long as it stayed
+/// connected.
 ///
-/// Costs nothing before it starts (`noteHeard` returns at its first check); once started it reads the clock once per
-/// `noteHeard`.
+/// What an end took is the count of bytes its kernel acknowledged (`AcknowledgedBytes`, through `taken`), read at
+/// checks a quarter of the timeout apart, not per byte. Costs nothing before it starts (`noteHeard` returns at its first check); once
+/// started it reads the clock once per `noteHeard`.
 ///
 /// Event-loop bound: owned by a `WebSocketSession`, on the client connection's loop.
 final class CloseAnswerWatch {
@@ -24,18 +27,22 @@ final class CloseAnswerWatch {
     private var timeout = TimeAmount.zero
     private var check: Scheduled<Void>?
     private var lastHeard = NIODeadline.now()
+    private var takenAtCheck: UInt64 = 0
     private(set) var awaited: Awaited?
 
     /// Starts waiting for `what`, in place of the wait under way unless that is for `what` already (then it does
-    /// nothing). `silent` runs on `loop` when `what` did not come in time: for a close frame, when its end sent
-    /// nothing for `timeout`; for the server's close, `timeout` from now. The watch has stopped by then.
-    func start(awaiting what: Awaited, timeout: TimeAmount, on loop: any EventLoop, silent: @escaping () -> Void) {
+    /// nothing). `taken` counts the bytes the awaited end has taken (acknowledged) so far. `silent` runs on `loop`
+    /// when `what` did not come in time: when its end sent nothing (for the server's close: sent nothing that counts)
+    /// and took nothing for `timeout`. The watch has stopped by then.
+    func start(awaiting what: Awaited, timeout: TimeAmount, on loop: any EventLoop, taken: @escaping () -> UInt64,
+               silent: @escaping () -> Void) {
         guard awaited != what else { return }
         cancel()
         awaited = what
         self.timeout = timeout
         lastHeard = .now()
-        schedule(at: lastHeard + timeout, on: loop, silent: silent)
+        takenAtCheck = taken()
+        schedule(at: lastHeard + timeout, on: loop, taken: taken, silent: silent)
     }
 
     /// `end` sent bytes: when its close frame is awaited, the wait starts again from now.
@@ -49,11 +56,21 @@ final class CloseAnswerWatch {
         check = nil
     }
 
-    private func schedule(at deadline: NIODeadline, on loop: any EventLoop, silent: @escaping () -> Void) {
+    private func schedule(at deadline: NIODeadline, on loop: any EventLoop, taken: @escaping () -> UInt64,
+                          silent: @escaping () -> Void) {
         check = loop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             check = nil
+            let now = NIODeadline.now()
+            let count = taken()
+            if count > takenAtCheck {
+                // It read since the last check: from now on it has the whole timeout again.
+                takenAtCheck = count
+                lastHeard = max(lastHeard, now)
+            }
             let due = lastHeard + timeout
-            if due > .now() { return schedule(at: due, on: loop, silent: silent) }
+            // Checked at least every quarter of the timeout: an end is let go within 1¼ timeouts of the last byte it
+            // took (seen at a check), and at the timeout after the last it sent.
+            if due > now { return schedule(at: min(due, now + .nanoseconds(timeout.nanoseconds / 4)), on: loop, taken: taken, silent: silent) }
             silent()
         }
     }

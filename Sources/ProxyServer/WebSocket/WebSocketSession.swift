@@ -111,13 +111,19 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !ended else { return }  // (what the decoder still had when the session ended)
-        closeAnswer.noteHeard(from: .client)
         switch process(unwrapInboundIn(data), flow: &toServer) {
         case .forward(let frames): for out in frames { sendUpstream(out) }
         case .fail(let close): fail(close)
         }
         if closeSentToServer { closeFramePassed() }
         if upstream.bufferedBytes > WebSocketSession.highWater { reads.pause() }
+    }
+
+    /// Every read of the client's bytes ends here, whole frames in it or not (a big frame, a close frame trickled):
+    /// what the client sends counts as its answer being under way.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        closeAnswer.noteHeard(from: .client)
+        context.fireChannelReadComplete()
     }
 
     func read(context: ChannelHandlerContext) {
@@ -357,27 +363,38 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         case .client: handshake.clientIdleTimeout
         case .serverClose: min(WebSocketSession.serverCloseWait, handshake.upstreamIdleTimeout)
         }
-        closeAnswer.start(awaiting: awaited, timeout: timeout, on: context.eventLoop) { [self] in
+        let channel = context.channel
+        let upstream = upstream
+        let taken: () -> UInt64 = awaited == .client ? { Self.acknowledged(by: channel) } : { upstream.acknowledgedBytes }
+        closeAnswer.start(awaiting: awaited, timeout: timeout, on: context.eventLoop, taken: taken) { [self] in
             endUnanswered(awaited, timeout: timeout)
         }
     }
 
-    /// What `closeFramePassed` awaited did not come within `timeout`: the session ends, with a note. The server's
-    /// connection closes at once; a silent client's too, after the server got the rest of what the client sent; a
-    /// client that answered the close gets a FIN after the rest (`LingeringClose`), as from a server closing first.
+    /// How much the client has taken of what was sent to it (its kernel's acknowledgements); 0 when it cannot say.
+    private static func acknowledged(by channel: any Channel) -> UInt64 {
+        var count: UInt64 = 0
+        // On the channel's loop the future is complete when returned: the callback runs here.
+        AcknowledgedBytes.of(channel: channel).assumeIsolated().whenSuccess { count = $0 }
+        return count
+    }
+
+    /// What `closeFramePassed` awaited did not come within `timeout`: the session ends, with a note. What is still
+    /// queued for either end goes out first (`closeWhenSent`, `LingeringClose`: a FIN after the rest, as from a
+    /// server closing first), but a silent client's connection closes at once.
     private func endUnanswered(_ awaited: CloseAnswerWatch.Awaited, timeout: TimeAmount) {
         guard !ended else { return }
         let seconds = "\(Double(timeout.nanoseconds / 1_000_000) / 1000) s"
         let reason = switch awaited {
-        case .server: "the server did not answer the client's close frame: it sent nothing for \(seconds) (--idle-timeout)"
-        case .client: "the client did not answer the server's close frame: it sent nothing for \(seconds) (--idle-timeout)"
+        case .server: "the server did not answer the client's close frame: it sent and took nothing for \(seconds) (--idle-timeout)"
+        case .client: "the client did not answer the server's close frame: it sent and took nothing for \(seconds) (--idle-timeout)"
         case .serverClose: "the server kept its connection open \(seconds) after the close handshake: hookproxy closed it"
         }
         closeUnanswered = reason
         handshake.proxy.logger.debug("websocket \(handshake.upstreamHead.url.authority): \(reason)")
         switch awaited {
         case .server, .serverClose:
-            end(WebSocketLog.Close(code: nil, reason: reason, by: .server))
+            end(WebSocketLog.Close(code: nil, reason: reason, by: .server), sendingRest: true)
         case .client:
             end(WebSocketLog.Close(code: nil, reason: reason, by: .client), sendingRest: true)
             if let channel = context?.channel { ImmediateClose.close(channel) }
