@@ -128,7 +128,7 @@ clean:
 # New corpus entries go to .build-fuzz/corpus/TARGET, crash inputs to .build-fuzz/artifacts/. Fails if any target
 # crashes (all targets still run).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= fuzz-rules fuzz-request fuzz-response-head fuzz-logs fuzz-url
+FUZZ_TARGETS ?= fuzz-rules fuzz-request fuzz-response-head fuzz-logs fuzz-url fuzz-websocket
 FUZZ_FLAGS ?=
 FUZZ_SCRATCH := .build-fuzz
 fuzz: deps

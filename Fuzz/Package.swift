@@ -49,6 +49,14 @@ let package = Package(
             .product(name: "ProxyModel", package: parentPackage),
             .product(name: "ProxyTestSupport", package: parentPackage),
         ], path: "Sources/fuzz-logs"),
+        .executableTarget(name: "fuzz-websocket", dependencies: [
+            "FuzzSupport",
+            .product(name: "ProxyServer", package: parentPackage),
+            .product(name: "ProxyModel", package: parentPackage),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
+        ], path: "Sources/fuzz-websocket"),
         .executableTarget(name: "fuzz-url", dependencies: [
             "FuzzSupport",
             .product(name: "ProxyRules", package: parentPackage),
