@@ -15,13 +15,18 @@ struct IdleWatchTests {
         }
     }
 
-    /// What the channel holds, as the test says (an `EmbeddedChannel` holds nothing).
-    final class Held { var bytes = 0 }
+    /// What the channel holds, and what the client acknowledged, as the test says (an `EmbeddedChannel` holds
+    /// nothing and has no TCP socket).
+    final class Held {
+        var bytes = 0
+        var acknowledged: UInt64 = 0
+    }
 
     static func watched(timeout: TimeAmount = .seconds(1), held: Held? = nil) throws -> (EmbeddedChannel, Events) {
         let events = Events()
         let channel = EmbeddedChannel()
-        let watch = held.map { held in IdleWatch(timeout: timeout) { _ in held.bytes } } ?? IdleWatch(timeout: timeout)
+        let watch = held.map { held in IdleWatch(timeout: timeout, heldBytes: { _ in held.bytes }, acknowledged: { _ in held.acknowledged }) }
+            ?? IdleWatch(timeout: timeout)
         try channel.pipeline.syncOperations.addHandlers([watch, events])
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50000)).wait()
         return (channel, events)
@@ -87,6 +92,29 @@ struct IdleWatchTests {
         #expect(!events.seen.contains(.write), "the bytes moved until 850 ms: not idle before 1,650 ms")
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(100))
         #expect(events.seen.contains(.write), "idle by 1,750 ms: 850 ms + the timeout + an eighth of it")
+    }
+
+    /// Found by a hostile review: a client reading a download steadily at 200 KB/s was cut at about 4 MB with
+    /// `--idle-timeout 2s`, because the kernel, its 4 MiB send buffer full, takes more only once a third is free.
+    /// What the client acknowledged is its progress while nothing leaves the channel.
+    @Test func aClientThatReadsSlowlyWhileTheSocketTakesNothingIsNotIdle() throws {
+        let held = Held()
+        let (channel, events) = try Self.watched(timeout: .milliseconds(800), held: held)
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        channel.isWritable = false
+        held.bytes = 2_000_000
+        try channel.writeOutbound(ByteBuffer(repeating: 0x61, count: 3_000_000))
+        // Nothing leaves the channel for 5 s; the client acknowledges 10 KB every 100 ms.
+        for _ in 0..<50 {
+            channel.embeddedEventLoop.advanceTime(by: .milliseconds(100))
+            held.acknowledged += 10_000
+        }
+        #expect(!events.seen.contains(.write), "the client kept reading")
+        // It stops: idle a timeout (and an eighth or two) later.
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(700))
+        #expect(!events.seen.contains(.write))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(300))
+        #expect(events.seen.contains(.write), "idle once the client took nothing for the timeout")
     }
 
     /// A client that takes the first bytes of a big download and stops (the channel past its high-water mark at the

@@ -80,4 +80,12 @@ extension Channel {
     var queuedBytes: Int {
         (try? syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
     }
+
+    /// How much the peer has acknowledged of what was sent (`AcknowledgedBytes`; 0 when it cannot say). On the
+    /// channel's loop only: there the future is complete when returned, and its callback runs at once.
+    var acknowledgedBytes: UInt64 {
+        var count: UInt64 = 0
+        AcknowledgedBytes.of(channel: self).assumeIsolated().whenSuccess { count = $0 }
+        return count
+    }
 }

@@ -365,18 +365,10 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         }
         let channel = context.channel
         let upstream = upstream
-        let taken: () -> UInt64 = awaited == .client ? { Self.acknowledged(by: channel) } : { upstream.acknowledgedBytes }
+        let taken: () -> UInt64 = awaited == .client ? { channel.acknowledgedBytes } : { upstream.acknowledgedBytes }
         closeAnswer.start(awaiting: awaited, timeout: timeout, on: context.eventLoop, taken: taken) { [self] in
             endUnanswered(awaited, timeout: timeout)
         }
-    }
-
-    /// How much the client has taken of what was sent to it (its kernel's acknowledgements); 0 when it cannot say.
-    private static func acknowledged(by channel: any Channel) -> UInt64 {
-        var count: UInt64 = 0
-        // On the channel's loop the future is complete when returned: the callback runs here.
-        AcknowledgedBytes.of(channel: channel).assumeIsolated().whenSuccess { count = $0 }
-        return count
     }
 
     /// What `closeFramePassed` awaited did not come within `timeout`: the session ends, with a note. What is still
