@@ -71,6 +71,8 @@ public final class UpstreamConnection {
     private var closeTimeout = TimeAmount.zero
     /// What the server had acknowledged at `closeWhenSent`'s last check (`AcknowledgedBytes`).
     private var ackedAtCheck: UInt64 = 0
+    /// The last check of `watchProgress` that saw the server take something (or the start of the wait).
+    private var lastProgress = NIODeadline.now()
     /// Everything went out and the output is shut down: what the server still sends is read and dropped until it
     /// closes its side (`linger`).
     private var lingering = false
@@ -164,14 +166,15 @@ public final class UpstreamConnection {
     ///
     /// Bounded like every wait on a peer: when a whole `idleTimeout` (`--idle-timeout`) passes in which the server
     /// took no byte, the connection closes and the rest is dropped, so a server that stops reading cannot hold it.
-    /// Checked once per `idleTimeout`: such a server is let go one to two of them after its last read. Once the last
-    /// byte went out, the connection lingers (`linger`) under the same bound.
+    /// Checked every quarter of `idleTimeout`: such a server is let go within 1¼ of them after its last read. Once the
+    /// last byte went out, the connection lingers (`linger`) under the same bound.
     public func closeWhenSent(idleTimeout: TimeAmount) {
         loop.preconditionInEventLoop()
         guard isOpen, closeWatch == nil, !lingering else { return }
         delegate = nil
         closeTimeout = idleTimeout
         ackedAtCheck = AcknowledgedBytes.of(socket: socket)
+        lastProgress = .now()
         let waiting = flush()
         guard isOpen else { return }
         guard waiting > 0 else { return linger() }
@@ -194,22 +197,26 @@ public final class UpstreamConnection {
         guard isCarriedByChannel else { return finish() }
         lingering = true
         closeWatch?.cancel()
+        lastProgress = .now()  // the last byte just went out
         guard Glibc.shutdown(socket, Int32(SHUT_WR)) == 0 else { return finish() }
         watchProgress(backlog: 0)
         applyReading(true)
     }
 
-    /// While `closeWhenSent` waits, and then lingers: closes unless, within the last `closeTimeout`, the backlog
-    /// shrank or the server acknowledged more bytes (`AcknowledgedBytes`: a server that reads slowly takes from the
-    /// kernel's buffer long before the backlog moves, since the kernel takes more only once a third of it is free).
+    /// While `closeWhenSent` waits, and then lingers: closes once a whole `closeTimeout` passed in which neither did
+    /// the backlog shrink nor did the server acknowledge more bytes (`AcknowledgedBytes`: a server that reads slowly
+    /// takes from the kernel's buffer long before the backlog moves, since the kernel takes more only once a third of
+    /// it is free). Checked every quarter of the timeout: the server is let go within 1¼ timeouts of the last byte it
+    /// took (checked once per timeout, it was up to two).
     private func watchProgress(backlog: Int) {
-        closeWatch = loop.assumeIsolated().scheduleTask(in: closeTimeout) { [self] in
+        closeWatch = loop.assumeIsolated().scheduleTask(in: .nanoseconds(closeTimeout.nanoseconds / 4)) { [self] in
             closeWatch = nil
             let now = channel?.bufferedBytes ?? bufferedBytes
             let acked = AcknowledgedBytes.of(socket: socket)
-            let progressed = now < backlog || acked > ackedAtCheck
-            ackedAtCheck = acked
-            if progressed {
+            let time = NIODeadline.now()
+            if now < backlog || acked > ackedAtCheck { lastProgress = time }
+            ackedAtCheck = max(ackedAtCheck, acked)
+            if time - lastProgress < closeTimeout {
                 watchProgress(backlog: now)
             } else {
                 finish()

@@ -6,9 +6,10 @@ import ProxyUpstream
 /// pipeline at the upgrade, so without this a client that stopped reading held its connection, and its
 /// `--max-connections` slot, for as long as it stayed connected.
 ///
-/// The mirror of `UpstreamConnection.closeWhenSent` toward the client: checked once per `timeout`
-/// (`--idle-timeout`), the client is let go when, since the last check, it took nothing: the bytes queued on its
-/// channel did not shrink, the relay handed it nothing new (the relay hands bytes on only once the channel is
+/// The mirror of `UpstreamConnection.closeWhenSent` toward the client: checked every quarter of `timeout`
+/// (`--idle-timeout`), the client is let go once a whole `timeout` passed in which it took nothing (within a quarter
+/// more: it was once checked only every `timeout`, and let go up to two of them after it last took a byte): the bytes
+/// queued on its channel did not shrink, the relay handed it nothing new (the relay hands bytes on only once the channel is
 /// writable again, which the client's reading brings about), and it acknowledged no new bytes (`AcknowledgedBytes`:
 /// the kernel wakes a writer only once a third of its send buffer is free, so a slow reader can take bytes for a
 /// while with the channel's backlog standing still). A client that reads slowly but keeps reading is not cut off.
@@ -26,6 +27,8 @@ final class ClientDrainWatch {
     private var delivered = false
     private var started = false
     private var stopped = false
+    /// The last check that saw the client take something (or the start).
+    private var lastProgress = NIODeadline.now()
 
     init(timeout: TimeAmount, everythingQueued: Bool = false) {
         self.timeout = timeout
@@ -39,7 +42,8 @@ final class ClientDrainWatch {
         started = true
         let channel = context.channel
         backlog = channel.queuedBytes
-        AcknowledgedBytes.of(channel: channel).assumeIsolated().whenSuccess { [self] in acked = $0 }
+        acked = channel.acknowledgedBytes
+        lastProgress = .now()
         schedule(channel, stalled: stalled)
     }
 
@@ -53,21 +57,20 @@ final class ClientDrainWatch {
     }
 
     private func schedule(_ channel: any Channel, stalled: @escaping () -> Void) {
-        check = channel.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+        check = channel.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds / 4)) { [self] in
             check = nil
-            guard channel.isActive else { return }
-            AcknowledgedBytes.of(channel: channel).assumeIsolated().whenComplete { [self] result in
-                guard !stopped, channel.isActive else { return }
-                let now = channel.queuedBytes
-                let total = (try? result.get()) ?? acked
-                let progressed = delivered || now < backlog || (now == 0 && !everythingQueued) || total > acked
-                delivered = false
-                backlog = now
-                acked = total
-                if progressed { return schedule(channel, stalled: stalled) }
-                stopped = true
-                stalled()
-            }
+            guard !stopped, channel.isActive else { return }
+            let queued = channel.queuedBytes
+            let total = channel.acknowledgedBytes
+            let progressed = delivered || queued < backlog || (queued == 0 && !everythingQueued) || total > acked
+            delivered = false
+            backlog = queued
+            acked = max(acked, total)
+            let now = NIODeadline.now()
+            if progressed { lastProgress = now }
+            if now - lastProgress < timeout { return schedule(channel, stalled: stalled) }
+            stopped = true
+            stalled()
         }
     }
 }
