@@ -157,7 +157,7 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     public var authority: String {
         let showsPort = !isDefaultPort
         if !showsPort, !host.utf8.contains(UInt8(ascii: ":")) { return host }
-        return URLText.build(capacity: host.utf8.count + 8) { text in
+        return URLText.build(capacity: host.utf8.count + 24) { text in
             text.appendAuthority(host: host, port: showsPort ? port : nil)
         }
     }
@@ -185,7 +185,7 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     /// `scheme://authority/path?query`, written into one buffer: each request makes it twice (curl's URL, the log
     /// record), and appending its parts to a `String` one by one cost ~3,000 instructions each time.
     public var description: String {
-        let capacity = scheme.utf8.count + host.utf8.count + path.utf8.count + (query?.utf8.count ?? 0) + 16
+        let capacity = scheme.utf8.count + host.utf8.count + path.utf8.count + (query?.utf8.count ?? 0) + 32
         return URLText.build(capacity: capacity) { text in
             text.append(scheme)
             text.append("://")
@@ -212,6 +212,7 @@ struct URLText {
     }
 
     /// A string of at most `capacity` UTF-8 bytes, written by `write`.
+    @inline(__always)
     static func build(capacity: Int, _ write: (inout URLText) -> Void) -> String {
         String(unsafeUninitializedCapacity: capacity) { buffer in
             var text = URLText(buffer)
@@ -220,6 +221,7 @@ struct URLText {
         }
     }
 
+    @inline(__always)
     mutating func append(_ part: String) {
         var part = part
         part.withUTF8 { bytes in
@@ -231,6 +233,7 @@ struct URLText {
     }
 
     /// `host` (in brackets when it is an IPv6 literal), then `:port` when given.
+    @inline(__always)
     mutating func appendAuthority(host: String, port: Int?) {
         let bracketed = host.utf8.contains(UInt8(ascii: ":"))
         if bracketed { append("[") }
@@ -238,6 +241,32 @@ struct URLText {
         if bracketed { append("]") }
         guard let port else { return }
         append(":")
-        append(String(port))
+        appendDecimal(port)
+    }
+
+    /// `value`'s decimal digits (a port: 0 to 65535), without making a string of them.
+    @inline(__always)
+    mutating func appendDecimal(_ value: Int) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var rest = value.magnitude
+        var length = 0
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            repeat {
+                scratch[19 - length] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+                length += 1
+            } while rest > 0
+            precondition(count + length + (value < 0 ? 1 : 0) <= buffer.count, "URLText: capacity too small")
+            if value < 0 {
+                buffer[count] = UInt8(ascii: "-")
+                count += 1
+            }
+            for index in (20 - length)..<20 {
+                buffer[count] = scratch[index]
+                count += 1
+            }
+        }
     }
 }
