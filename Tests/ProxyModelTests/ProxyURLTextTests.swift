@@ -23,6 +23,12 @@ struct ProxyURLTextTests {
         #expect(ProxyURL(scheme: "http", host: "h.test", port: 65535, path: "/", query: "").description == "http://h.test:65535/?")
     }
 
+    @Test(arguments: [0, 1, 9, 10, 99, 100, 8080, 65535, 123_456_789, -1])
+    func portDigits(_ port: Int) {
+        #expect(ProxyURL(scheme: "http", host: "h.test", port: port, path: "/").description == "http://h.test:\(port)/")
+        #expect(ProxyURL(scheme: "http", host: "::1", port: port, path: "/").authority == "[::1]:\(port)")
+    }
+
     @Test func theAsteriskFormHasAnEmptyPath() {
         #expect(ProxyURL.asterisk(scheme: "http", host: "h.test", port: 81).description == "http://h.test:81")
     }
