@@ -151,6 +151,16 @@ struct WebSocketCloseHandshakeTests {
         return WebSocketWire.frames(received)
     }
 
+    /// The frames `peer` reads until its connection ends (on its own thread).
+    static func framesToEnd(_ peer: RawClient) throws -> [WebSocketWire.Frame] {
+        var got: [UInt8] = []
+        while true {
+            let chunk = try peer.readSomeNow(upTo: 65536)
+            if chunk.isEmpty { return WebSocketWire.frames(got) }
+            got += chunk
+        }
+    }
+
     static let frameCount = 24
     static let payload = [UInt8](repeating: 9, count: 65536)
     /// The frames' bytes and a close frame's, masked (the client's) or not.
@@ -180,13 +190,7 @@ struct WebSocketCloseHandshakeTests {
             let answer = try await client.run { client -> [WebSocketWire.Frame] in
                 _ = try client.readResponseNow()
                 try client.sendNow(frames + WebSocketWire.close(1000, "client-bye"))
-                var got: [UInt8] = []
-                while true {
-                    let chunk = try client.readSomeNow(upTo: 65536)
-                    if chunk.isEmpty { break }
-                    got += chunk
-                }
-                return WebSocketWire.frames(got)
+                return try Self.framesToEnd(client)
             }
             let atServer = try await server.value
             #expect(atServer.filter { $0.opcode == 2 }.map(\.payload.count).reduce(0, +) == Self.frameCount * Self.payload.count,
@@ -204,13 +208,7 @@ struct WebSocketCloseHandshakeTests {
             try server.sendNow(Array(WebSocketAdversarialTests.accept.utf8))
             for _ in 0..<Self.frameCount { try server.sendNow(WebSocketWire.frame(opcode: 2, Self.payload, masked: false)) }
             try server.sendNow(WebSocketWire.close(1000, "server-bye", masked: false))
-            var got: [UInt8] = []
-            while true {
-                let chunk = try server.readSomeNow(upTo: 65536)
-                if chunk.isEmpty { break }
-                got += chunk
-            }
-            return WebSocketWire.frames(got)
+            return try Self.framesToEnd(server)
         }
         try await withProxy(Self.shortIdle) { proxy in
             let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(30), receiveBuffer: 65536,
