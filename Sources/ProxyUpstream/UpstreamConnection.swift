@@ -67,12 +67,8 @@ public final class UpstreamConnection {
     private var channel: UpstreamChannelHandler?
     /// Set by `closeWhenSent` while the backlog goes out: the next check that the server still takes bytes.
     private var closeWatch: Scheduled<Void>?
-    /// `closeWhenSent`'s bound, kept for the wait after the last byte (`linger`).
-    private var closeTimeout = TimeAmount.zero
-    /// What the server had acknowledged at `closeWhenSent`'s last check (`AcknowledgedBytes`).
-    private var ackedAtCheck: UInt64 = 0
-    /// The last check of `watchProgress` that saw the server take something (or the start of the wait).
-    private var lastProgress = NIODeadline.now()
+    /// `closeWhenSent`'s bound: whether the server still takes bytes (kept for the wait after the last byte, `linger`).
+    private var progress: PeerProgress?
     /// Everything went out and the output is shut down: what the server still sends is read and dropped until it
     /// closes its side (`linger`).
     private var lingering = false
@@ -172,9 +168,7 @@ public final class UpstreamConnection {
         loop.preconditionInEventLoop()
         guard isOpen, closeWatch == nil, !lingering else { return }
         delegate = nil
-        closeTimeout = idleTimeout
-        ackedAtCheck = AcknowledgedBytes.of(socket: socket)
-        lastProgress = .now()
+        progress = PeerProgress(timeout: idleTimeout, acknowledged: acknowledgedBytes)
         let waiting = flush()
         guard isOpen else { return }
         guard waiting > 0 else { return linger() }
@@ -186,7 +180,7 @@ public final class UpstreamConnection {
     /// it makes the kernel reset the connection, and the reset destroys what the server had not yet received (a
     /// close frame, the frames before it). So the output is shut down (a FIN after the last byte), what the server
     /// still sends is read and dropped, and the connection closes at the server's close, or once a whole
-    /// `closeTimeout` passed in which the server took nothing (`watchProgress`): a server that reads slowly is not cut
+    /// `--idle-timeout` passed in which the server took nothing (`watchProgress`): a server that reads slowly is not cut
     /// off under the last bytes, and one that reads nothing, or keeps its side open, is let go.
     ///
     /// Only on a NIO carrier (no TLS in curl): through curl's TLS a bare `shutdown(SHUT_WR)` would go before the TLS
@@ -197,30 +191,23 @@ public final class UpstreamConnection {
         guard isCarriedByChannel else { return finish() }
         lingering = true
         closeWatch?.cancel()
-        lastProgress = .now()  // the last byte just went out
+        progress?.note()  // the last byte just went out
         guard Glibc.shutdown(socket, Int32(SHUT_WR)) == 0 else { return finish() }
         watchProgress(backlog: 0)
         applyReading(true)
     }
 
-    /// While `closeWhenSent` waits, and then lingers: closes once a whole `closeTimeout` passed in which neither did
-    /// the backlog shrink nor did the server acknowledge more bytes (`AcknowledgedBytes`: a server that reads slowly
+    /// While `closeWhenSent` waits, and then lingers: closes once a whole `--idle-timeout` passed in which neither
+    /// did the backlog shrink nor did the server acknowledge more bytes (`PeerProgress`: a server that reads slowly
     /// takes from the kernel's buffer long before the backlog moves, since the kernel takes more only once a third of
-    /// it is free). Checked every quarter of the timeout: the server is let go within 1¼ timeouts of the last byte it
-    /// took (checked once per timeout, it was up to two).
-    private func watchProgress(backlog: Int) {
-        closeWatch = loop.assumeIsolated().scheduleTask(in: .nanoseconds(closeTimeout.nanoseconds / 4)) { [self] in
+    /// it is free).
+    private func watchProgress(backlog: Int, at deadline: NIODeadline? = nil) {
+        guard let due = deadline ?? progress?.firstCheck else { return finish() }
+        closeWatch = loop.assumeIsolated().scheduleTask(deadline: due) { [self] in
             closeWatch = nil
             let now = channel?.bufferedBytes ?? bufferedBytes
-            let acked = AcknowledgedBytes.of(socket: socket)
-            let time = NIODeadline.now()
-            if now < backlog || acked > ackedAtCheck { lastProgress = time }
-            ackedAtCheck = max(ackedAtCheck, acked)
-            if time - lastProgress < closeTimeout {
-                watchProgress(backlog: now)
-            } else {
-                finish()
-            }
+            guard let next = progress?.check(acknowledged: acknowledgedBytes, progressed: now < backlog) else { return finish() }
+            watchProgress(backlog: now, at: next)
         }
     }
 

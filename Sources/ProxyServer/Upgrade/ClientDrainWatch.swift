@@ -6,9 +6,8 @@ import ProxyUpstream
 /// pipeline at the upgrade, so without this a client that stopped reading held its connection, and its
 /// `--max-connections` slot, for as long as it stayed connected.
 ///
-/// The mirror of `UpstreamConnection.closeWhenSent` toward the client: checked every quarter of `timeout`
-/// (`--idle-timeout`), the client is let go once a whole `timeout` passed in which it took nothing (within a quarter
-/// more: it was once checked only every `timeout`, and let go up to two of them after it last took a byte): the bytes
+/// The mirror of `UpstreamConnection.closeWhenSent` toward the client (`PeerProgress`: checked every quarter of
+/// `timeout`, `--idle-timeout`): the client is let go once a whole `timeout` passed in which it took nothing: the bytes
 /// queued on its channel did not shrink, the relay handed it nothing new (the relay hands bytes on only once the channel is
 /// writable again, which the client's reading brings about), and it acknowledged no new bytes (`AcknowledgedBytes`:
 /// the kernel wakes a writer only once a third of its send buffer is free, so a slow reader can take bytes for a
@@ -23,12 +22,9 @@ final class ClientDrainWatch {
     private let everythingQueued: Bool
     private var check: Scheduled<Void>?
     private var backlog = Int.max
-    private var acked: UInt64 = 0
+    private var progress: PeerProgress?
     private var delivered = false
-    private var started = false
     private var stopped = false
-    /// The last check that saw the client take something (or the start).
-    private var lastProgress = NIODeadline.now()
 
     init(timeout: TimeAmount, everythingQueued: Bool = false) {
         self.timeout = timeout
@@ -38,13 +34,12 @@ final class ClientDrainWatch {
     /// Starts watching `context`'s channel (once; later calls do nothing). `stalled` runs on the loop when a whole
     /// `timeout` passed in which the client took nothing; the watch has stopped for good by then.
     func start(_ context: ChannelHandlerContext, stalled: @escaping () -> Void) {
-        guard !started, context.channel.isActive else { return }
-        started = true
+        guard progress == nil, context.channel.isActive else { return }
         let channel = context.channel
         backlog = channel.queuedBytes
-        acked = channel.acknowledgedBytes
-        lastProgress = .now()
-        schedule(channel, stalled: stalled)
+        let progress = PeerProgress(timeout: timeout, acknowledged: channel.acknowledgedBytes)
+        self.progress = progress
+        schedule(channel, at: progress.firstCheck, stalled: stalled)
     }
 
     /// The relay handed the client more bytes (it had room for them).
@@ -56,19 +51,17 @@ final class ClientDrainWatch {
         check = nil
     }
 
-    private func schedule(_ channel: any Channel, stalled: @escaping () -> Void) {
-        check = channel.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(timeout.nanoseconds / 4)) { [self] in
+    private func schedule(_ channel: any Channel, at deadline: NIODeadline, stalled: @escaping () -> Void) {
+        check = channel.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             check = nil
             guard !stopped, channel.isActive else { return }
             let queued = channel.queuedBytes
-            let total = channel.acknowledgedBytes
-            let progressed = delivered || queued < backlog || (queued == 0 && !everythingQueued) || total > acked
+            let progressed = delivered || queued < backlog || (queued == 0 && !everythingQueued)
             delivered = false
             backlog = queued
-            acked = max(acked, total)
-            let now = NIODeadline.now()
-            if progressed { lastProgress = now }
-            if now - lastProgress < timeout { return schedule(channel, stalled: stalled) }
+            if let next = progress?.check(acknowledged: channel.acknowledgedBytes, progressed: progressed) {
+                return schedule(channel, at: next, stalled: stalled)
+            }
             stopped = true
             stalled()
         }

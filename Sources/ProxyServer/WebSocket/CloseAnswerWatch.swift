@@ -1,4 +1,5 @@
 import NIOCore
+import ProxyUpstream
 
 /// Bounds the close handshake (RFC 6455 §7.1). Once one end's close frame went on to the other, that other end is
 /// waited for as long as it keeps sending (what it sends before its own close frame still passes) or taking what was
@@ -11,8 +12,8 @@ import NIOCore
 /// connected.
 ///
 /// What an end took is the count of bytes its kernel acknowledged (`AcknowledgedBytes`, through `taken`), read at
-/// checks a quarter of the timeout apart, not per byte. Costs nothing before it starts (`noteHeard` returns at its first check); once
-/// started it reads the clock once per `noteHeard`.
+/// checks a quarter of the timeout apart (`PeerProgress`), not per byte. Costs nothing before it starts (`noteHeard`
+/// returns at its first check); once started it reads the clock once per `noteHeard`.
 ///
 /// Event-loop bound: owned by a `WebSocketSession`, on the client connection's loop.
 final class CloseAnswerWatch {
@@ -24,10 +25,8 @@ final class CloseAnswerWatch {
         case serverClose
     }
 
-    private var timeout = TimeAmount.zero
     private var check: Scheduled<Void>?
-    private var lastHeard = NIODeadline.now()
-    private var takenAtCheck: UInt64 = 0
+    private var progress: PeerProgress?
     private(set) var awaited: Awaited?
 
     /// Starts waiting for `what`, in place of the wait under way unless that is for `what` already (then it does
@@ -39,18 +38,15 @@ final class CloseAnswerWatch {
         guard awaited != what else { return }
         cancel()
         awaited = what
-        self.timeout = timeout
-        lastHeard = .now()
-        takenAtCheck = taken()
-        // The first check a quarter in too: the close frame's own acknowledgement, seen only at a check a whole
-        // timeout away, would put the end a timeout from then (two in all; session 20's second review).
-        schedule(at: lastHeard + .nanoseconds(timeout.nanoseconds / 4), on: loop, taken: taken, silent: silent)
+        let progress = PeerProgress(timeout: timeout, acknowledged: taken())
+        self.progress = progress
+        schedule(at: progress.firstCheck, on: loop, taken: taken, silent: silent)
     }
 
     /// `end` sent bytes: when its close frame is awaited, the wait starts again from now.
     func noteHeard(from end: Awaited) {
         guard awaited == end, check != nil else { return }
-        lastHeard = .now()
+        progress?.note()
     }
 
     func cancel() {
@@ -62,18 +58,8 @@ final class CloseAnswerWatch {
                           silent: @escaping () -> Void) {
         check = loop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             check = nil
-            let now = NIODeadline.now()
-            let count = taken()
-            if count > takenAtCheck {
-                // It read since the last check: from now on it has the whole timeout again.
-                takenAtCheck = count
-                lastHeard = max(lastHeard, now)
-            }
-            let due = lastHeard + timeout
-            // Checked at least every quarter of the timeout: an end is let go within 1¼ timeouts of the last byte it
-            // took (seen at a check), and at the timeout after the last it sent.
-            if due > now { return schedule(at: min(due, now + .nanoseconds(timeout.nanoseconds / 4)), on: loop, taken: taken, silent: silent) }
-            silent()
+            guard let next = progress?.check(acknowledged: taken()) else { return silent() }
+            schedule(at: next, on: loop, taken: taken, silent: silent)
         }
     }
 }

@@ -358,6 +358,7 @@ final class WebSocketSession: ChannelDuplexHandler, UpgradeRelay {
         guard !ended, let context else { return }
         let awaited: CloseAnswerWatch.Awaited = closeSentToServer && closeSentToClient ? .serverClose
             : closeSentToServer ? .server : .client
+        guard closeAnswer.awaited != awaited else { return }  // (called after every frame once a close passed)
         let timeout = switch awaited {
         case .server: handshake.upstreamIdleTimeout
         case .client: handshake.clientIdleTimeout
