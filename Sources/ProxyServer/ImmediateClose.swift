@@ -7,6 +7,11 @@ import NIOSSL
 /// (a lingering close, a relay's stalled client, a download nobody reads), which will not answer either. Such a
 /// client was let go 5 s after the timeout through interception, at the timeout elsewhere. Event-loop bound.
 enum ImmediateClose {
+    /// A client that still reads (its channel writable) gets TLS's ordinary close; one that stopped, this one.
+    static func closeUnlessReading(_ channel: any Channel) {
+        if channel.isWritable { channel.close(promise: nil) } else { close(channel) }
+    }
+
     static func close(_ channel: any Channel) {
         let pipeline = channel.pipeline.syncOperations
         // A handler in front of the TLS one, whose own close goes straight to the socket.

@@ -153,7 +153,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.write, .exchanging(let exchange)) where !context.channel.isWritable || exchange.responseIsComplete:
             // The client stopped reading: curl does not time out a paused transfer, so hookproxy ends it.
             exchange.clientTimedOut("client read nothing for \(seconds) s (--idle-timeout)")
-            if context.channel.isWritable { context.close(promise: nil) } else { ImmediateClose.close(context.channel) }
+            ImmediateClose.closeUnlessReading(context.channel)
         case (.write, .upgrading(let handshake)) where !context.channel.isWritable:
             // The client stopped reading the server's refusal of its upgrade: the upstream is not held for it.
             handshake.clientClosed()
@@ -161,7 +161,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case (.write, .closing), (.write, .idle):
             // Nothing written completed for the idle timeout: a client that stopped reading the end of a response
             // (or an idle keep-alive connection) is not kept. One that reads gets TLS's close_notify and its wait.
-            if context.channel.isWritable { context.close(promise: nil) } else { ImmediateClose.close(context.channel) }
+            ImmediateClose.closeUnlessReading(context.channel)
         default:
             break
         }
