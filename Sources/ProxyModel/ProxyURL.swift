@@ -247,26 +247,19 @@ struct URLText {
     /// `value`'s decimal digits (a port: 0 to 65535), without making a string of them.
     @inline(__always)
     mutating func appendDecimal(_ value: Int) {
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        if value < 0 { append("-") }
+        var digits = 1
         var rest = value.magnitude
-        var length = 0
-        withUnsafeMutableBytes(of: &digits) { scratch in
-            repeat {
-                scratch[19 - length] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-                length += 1
-            } while rest > 0
-            precondition(count + length + (value < 0 ? 1 : 0) <= buffer.count, "URLText: capacity too small")
-            if value < 0 {
-                buffer[count] = UInt8(ascii: "-")
-                count += 1
-            }
-            for index in (20 - length)..<20 {
-                buffer[count] = scratch[index]
-                count += 1
-            }
+        while rest >= 10 {
+            rest /= 10
+            digits += 1
         }
+        precondition(count + digits <= buffer.count, "URLText: capacity too small")
+        rest = value.magnitude
+        for index in stride(from: count + digits - 1, through: count, by: -1) {
+            buffer[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+        }
+        count += digits
     }
 }
