@@ -25,11 +25,15 @@ public struct ProxyLimits: Sendable, Hashable {
     public var clientIdleTimeoutMs: Int
     /// What HTTP/2 upstream responses may hold, all together, for clients that read them slowly (`MultiplexedBacklog`).
     public var multiplexedBacklogLimit: Int
+    /// What one such response may hold for its client while its connection may carry other transfers (16 MiB).
+    public var multiplexedStreamLimit: Int
 
     public init(maxHeaderBytes: Int = 64 * 1024, maxConnections: Int = 1024, bodyLimit: Int = 16 * 1024 * 1024,
                 captureLimit: Int = 1024 * 1024, shutdownGraceMs: Int = 5000, headerTimeoutMs: Int = 30_000,
-                clientIdleTimeoutMs: Int = 60_000, multiplexedBacklogLimit: Int = 256 * 1024 * 1024) {
+                clientIdleTimeoutMs: Int = 60_000, multiplexedBacklogLimit: Int = 256 * 1024 * 1024,
+                multiplexedStreamLimit: Int = 16 * 1024 * 1024) {
         self.multiplexedBacklogLimit = multiplexedBacklogLimit
+        self.multiplexedStreamLimit = multiplexedStreamLimit
         self.maxHeaderBytes = maxHeaderBytes
         self.maxConnections = maxConnections
         self.bodyLimit = bodyLimit

@@ -46,7 +46,8 @@ final class ProxyContext: Sendable {
         self.listeningHost = configuration.host.lowercased()
         self.engine = UpstreamEngine(settings: configuration.upstream)
         self.connections = ConnectionTracker(limit: configuration.limits.maxConnections)
-        self.multiplexedBacklog = MultiplexedBacklog(limit: configuration.limits.multiplexedBacklogLimit)
+        self.multiplexedBacklog = MultiplexedBacklog(limit: configuration.limits.multiplexedBacklogLimit,
+                                                     streamLimit: configuration.limits.multiplexedStreamLimit)
         self.transformPool = NIOThreadPool(numberOfThreads: 2)
         transformPool.start()
         self.connectPool = NIOThreadPool(numberOfThreads: 8)

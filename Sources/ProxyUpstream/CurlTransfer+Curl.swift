@@ -185,7 +185,8 @@ extension CurlTransfer {
 
     func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if let head = headParser.takeForDelivery() { delegate.didReceiveHead(head) }
-        switch delegate.didReceiveBody(bytes) {
+        let flow = delegate.didReceiveBody(bytes) { [unowned(unsafe) self] in engine?.mayPauseAlone(self) ?? false }
+        switch flow {
         case .bytes: return bytes.count
         case .pause, .end: return hp_writefunc_pause()
         case .abort(let reason):

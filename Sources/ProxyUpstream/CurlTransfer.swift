@@ -28,6 +28,8 @@ final class CurlTransfer: @unchecked Sendable {
     var connectionPort = 0
     /// The engine running this transfer (it outlives the transfer: `stop` removes every one first).
     unowned(unsafe) var engine: LoopEngine?
+    /// The engine lets this HTTP/2 transfer pause: no other transfer shares its connection (`LoopEngine.mayPauseAlone`).
+    var pausesAlone = false
 
     init(id: UInt64, request: UpstreamRequest, delegate: any UpstreamTransferDelegate) {
         self.id = id

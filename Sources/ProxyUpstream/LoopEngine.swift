@@ -38,6 +38,10 @@ final class LoopEngine: @unchecked Sendable {
     private var idlePorts: [Int: Int32] = [:]
     /// The transfer that took the connection with this local port last (`connectionTaken`), until it ends.
     private var portHolders: [Int: UInt64] = [:]
+    /// How many running transfers hold the connection with this local port (HTTP/2 ones share one).
+    private var portUsers: [Int: Int] = [:]
+    /// The transfer that may pause because it is alone on the connection with this local port (`mayPauseAlone`).
+    private var lonePausers: [Int: CurlTransfer] = [:]
     private static let idleEvents = hp_epollin() | hp_epollrdhup()
     /// True while the loop itself polls `socketSet` (a poll is queued as its next task); false while the watcher
     /// waits on the set for it.
@@ -279,6 +283,7 @@ final class LoopEngine: @unchecked Sendable {
     /// Takes the transfer out of the multi handle; reports `outcome` unless it was cancelled.
     private func remove(_ transfer: CurlTransfer, outcome: UpstreamOutcome?) {
         guard active.removeValue(forKey: transfer.id) != nil, let easy = transfer.easy else { return }
+        leaveConnection(transfer)
         // Only a transfer that completed leaves its connection idle in the cache (a cancelled one's is closed), and
         // only while no other transfer has taken that connection since (curl may hand it on in the same call).
         let port = transfer.connectionPort
@@ -297,6 +302,42 @@ final class LoopEngine: @unchecked Sendable {
             transfer.delegate.didComplete(outcome)
         }
         recycle(easy)
+    }
+
+    // MARK: - pausing an HTTP/2 transfer
+
+    /// Whether `transfer`, an HTTP/2 one whose client reads slowly, may be paused. libcurl 7.88 pauses an HTTP/2
+    /// transfer coarsely (its connection's other streams may wait with it), so only one alone on its connection may.
+    /// If another transfer takes that connection later (`connectionTaken`), the permission ends: the transfer is
+    /// resumed and its delegate hears `connectionShared`. Loop (inside curl's body callback).
+    func mayPauseAlone(_ transfer: CurlTransfer) -> Bool {
+        if transfer.pausesAlone { return true }
+        let port = transfer.connectionPort
+        guard port != 0, portUsers[port] == 1 else { return false }
+        transfer.pausesAlone = true
+        lonePausers[port] = transfer
+        return true
+    }
+
+    /// `transfer` took the connection on `port` (or, with nil, ended): its count there, and an end to the pause of
+    /// a transfer that was alone on it.
+    private func takeConnection(port: Int, by transfer: CurlTransfer) {
+        if transfer.connectionPort != 0 { leaveConnection(transfer) }
+        guard port != 0 else { return }
+        portUsers[port, default: 0] += 1
+        guard let lone = lonePausers[port], lone !== transfer else { return }
+        lonePausers.removeValue(forKey: port)
+        lone.pausesAlone = false
+        lone.delegate.connectionShared()
+        let id = lone.id
+        loop.execute { self.resume(id) }  // (not inside curl)
+    }
+
+    private func leaveConnection(_ transfer: CurlTransfer) {
+        let port = transfer.connectionPort
+        guard port != 0, let users = portUsers[port] else { return }
+        if users <= 1 { portUsers.removeValue(forKey: port) } else { portUsers[port] = users - 1 }
+        if lonePausers[port] === transfer { lonePausers.removeValue(forKey: port) }
     }
 
     // MARK: - idle connections
@@ -334,6 +375,7 @@ final class LoopEngine: @unchecked Sendable {
     /// transfer whose response is there at once can be paused (its client is slow) before curl asks for anything,
     /// and its bytes must never look like bytes no request asked for.
     fileprivate func connectionTaken(port: Int, by transfer: CurlTransfer) {
+        takeConnection(port: port, by: transfer)
         transfer.connectionPort = port
         portHolders[port] = transfer.id
         if let socket = idlePorts[port] { _ = unwatchIdle(socket) }
@@ -400,6 +442,7 @@ final class LoopEngine: @unchecked Sendable {
     /// curl_easy_recv need that in 7.88) while an `UpstreamConnection` carries the bytes.
     private func handOver(_ transfer: CurlTransfer, to delegate: any UpstreamConnectionDelegate) {
         guard active.removeValue(forKey: transfer.id) != nil, let easy = transfer.easy else { return }
+        leaveConnection(transfer)
         let outcome = transfer.outcome(for: CURLE_OK)
         transfer.easy = nil
         transfer.state = .finished

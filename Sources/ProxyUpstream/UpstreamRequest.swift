@@ -103,6 +103,13 @@ public protocol UpstreamTransferDelegate: AnyObject, Sendable {
     func didReceiveHead(_ head: ResponseHead)
     /// Take all of `bytes` and return `.bytes(bytes.count)`, or return `.pause` to take none now.
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow
+    /// The same, for a transfer that may share its connection (HTTP/2): `mayPause` says whether pausing it holds up
+    /// no other transfer (libcurl 7.88 pauses an HTTP/2 one with its whole connection), which stays so until
+    /// `connectionShared`. By default, `didReceiveBody(_:)`.
+    func didReceiveBody(_ bytes: UnsafeRawBufferPointer, mayPause: () -> Bool) -> BodyFlow
+    /// Another transfer took this one's connection after `mayPause` said yes: it may no longer pause (the engine
+    /// resumes it).
+    func connectionShared()
     /// Copy up to `buffer.count` request bytes into `buffer`.
     func provideRequestBody(into buffer: UnsafeMutableRawBufferPointer) -> BodyFlow
     /// libcurl asks to send the request body again (auth round, replay); return false when that is impossible.
@@ -114,6 +121,8 @@ public protocol UpstreamTransferDelegate: AnyObject, Sendable {
 }
 
 extension UpstreamTransferDelegate {
+    public func didReceiveBody(_ bytes: UnsafeRawBufferPointer, mayPause: () -> Bool) -> BodyFlow { didReceiveBody(bytes) }
+    public func connectionShared() {}
     public func rewindRequestBody() -> Bool { false }
     public func requestTrailers() -> HeaderFields? { nil }
 }

@@ -41,16 +41,15 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
         var responseBytes = 0
         var curlResponsePaused = false
         var drainScheduled = false
-        /// The response comes over HTTP/2: its connection may carry other transfers, and libcurl 7.88 pauses an
-        /// HTTP/2 transfer coarsely (a paused one can hold the whole connection), so it is never paused.
+        /// The response comes over HTTP/2 on a connection that may carry other transfers: libcurl 7.88 pauses an
+        /// HTTP/2 transfer coarsely (a paused one can hold the whole connection), so it is not paused, and its queue
+        /// counts against the shared bound. False while the engine says it is alone (`mayPause`, `connectionShared`).
         var upstreamMultiplexed = false
+        var sawHTTP2 = false
     }
 
     static let highWater = 256 * 1024
     static let lowWater = 64 * 1024
-    /// What an HTTP/2 upstream's response may queue for a client that reads slowly; past it the exchange fails
-    /// (its client stream is reset), rather than pause a transfer whose connection others share.
-    static let multiplexedLimit = 16 * 1024 * 1024
 
     private let state: Mutex<State>
     private let eventLoop: any EventLoop
@@ -139,16 +138,27 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     // MARK: curl side (inside curl's callbacks)
 
     func didReceiveHead(_ head: ResponseHead) {
-        if head.version.major >= 2 { state.withLock { $0.upstreamMultiplexed = true } }
+        if head.version.major >= 2 { state.withLock { $0.upstreamMultiplexed = true; $0.sawHTTP2 = true } }
         enqueue(.head(head), bytes: 0)
     }
 
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow {
+        didReceiveBody(bytes, mayPause: { false })
+    }
+
+    func didReceiveBody(_ bytes: UnsafeRawBufferPointer, mayPause: () -> Bool) -> BodyFlow {
         let refusal = state.withLock { state -> BodyFlow? in
+            if state.upstreamMultiplexed, state.responseBytes >= TransferBridge.highWater, mayPause() {
+                // Alone on its connection: paused as an HTTP/1 transfer is, its queue no longer the shared bound's.
+                state.upstreamMultiplexed = false
+                backlog.release(state.responseBytes)
+            }
             if state.upstreamMultiplexed {
                 let refusal: String
-                if state.responseBytes >= TransferBridge.multiplexedLimit {
-                    refusal = "the client read too slowly: \(TransferBridge.multiplexedLimit >> 20) MiB of an HTTP/2 upstream's response waited for it"
+                // What an HTTP/2 response may queue while other transfers may share its connection: past it the
+                // exchange fails (its client stream is reset) rather than pause them all.
+                if state.responseBytes >= backlog.streamLimit {
+                    refusal = "the client read too slowly: \(backlog.streamLimit >> 20) MiB of an HTTP/2 upstream's response waited for it, and other transfers share its connection"
                 } else if !backlog.take(bytes.count, holding: state.responseBytes) {
                     refusal = "the client read too slowly, and HTTP/2 upstream responses already hold \(backlog.limit >> 20) MiB for slow clients"
                 } else {
@@ -174,7 +184,16 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
         return .bytes(bytes.count)
     }
 
-    func provideRequestBody(into target: UnsafeMutableRawBufferPointer) -> BodyFlow {
+    func connectionShared() {
+        state.withLock { state in
+            guard !state.upstreamMultiplexed, state.sawHTTP2 else { return }
+            state.upstreamMultiplexed = true
+            state.curlResponsePaused = false  // (the engine resumes it)
+            backlog.hold(state.responseBytes)
+        }
+    }
+
+        func provideRequestBody(into target: UnsafeMutableRawBufferPointer) -> BodyFlow {
         var resumeClient = false
         let flow = state.withLock { state -> BodyFlow in
             var copied = 0
