@@ -310,8 +310,10 @@ private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHan
                 // A connection window well above a stream's: a stream the test leaves unread must not use it up.
                 var connection = NIOHTTP2Handler.ConnectionConfiguration()
                 connection.targetWindowSize = 16 << 20
-                // A test client may break a stream's framing on purpose (DATA past its content-length).
+                // A test client may break a stream's framing (DATA past its content-length) or its header block
+                // (an upper-case name, a missing :path) on purpose.
                 connection.contentLengthValidation = .disabled
+                connection.headerBlockValidation = .disabled
                 multiplexer = try context.pipeline.syncOperations.configureHTTP2Pipeline(
                     mode: .client, connectionConfiguration: connection, streamConfiguration: .init()
                 ) { stream in stream.eventLoop.makeSucceededVoidFuture() }

@@ -199,6 +199,31 @@ struct HTTP2ClientTests {
         }
     }
 
+    /// NIO resets a stream whose request head is malformed (RFC 9113 §8.1.1: a stream error) before the stream opens,
+    /// and hands the connection's pipeline the validation error itself, not a `StreamError`: the idle watcher took it
+    /// for a connection error and closed the connection under every other stream (found by a hostile review).
+    @Test("a malformed request head is reset alone; the stream in flight beside it completes", arguments: [
+        ("an upper-case name", [(":method", "GET"), (":scheme", "https"), (":path", "/x"), ("X-Bad", "1")]),
+        ("no :path", [(":method", "GET"), (":scheme", "https")]),
+        ("a connection header", [(":method", "GET"), (":scheme", "https"), (":path", "/x"), ("connection", "close")]),
+        ("a pseudo-header after a regular one", [(":method", "GET"), (":scheme", "https"), ("x-a", "1"), (":path", "/x")]),
+    ])
+    func malformedHeadIsTheStreamsAlone(_ case: String, _ headers: [(String, String)]) async throws {
+        try await withH2Client { client, origin, _ in
+            let drip = try await client.open("GET", "/drip?chunks=6&interval_ms=200&size=16")
+            try await drip.head()
+            let bad = try await client.openRaw(headers + [(":authority", client.authority)])
+            let refused = try await bad.response(timeout: .seconds(10))
+            #expect(refused.reset == .protocolError, "\(`case`): \(refused)")
+            let dripped = try await drip.response()
+            #expect(dripped.status == 200 && dripped.body.count == 6 * 16, "\(`case`): \(dripped)")
+            let next = try await client.send("GET", "/head-test")
+            #expect(next.status == 200, "\(`case`): \(next)")
+            #expect(client.channel.isActive)
+            #expect(!origin.requests.contains { $0.target == "/x" }, "the malformed request reached no server")
+        }
+    }
+
     /// The other side of the test above: an error of the connection itself still ends the connection.
     @Test("a connection error (DATA on stream 0) gets GOAWAY and the connection closed")
     func connectionErrorClosesTheConnection() async throws {

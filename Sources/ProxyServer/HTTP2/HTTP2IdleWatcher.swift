@@ -31,12 +31,29 @@ final class HTTP2IdleWatcher: ChannelInboundHandler {
         // with no mark of whose it is: an error that comes as NIO closes a stream is that stream's alone, and the
         // connection's other streams carry on. (A connection error NIO answers with GOAWAY; should it also close
         // the streams, the connection is left to the idle timeout.)
-        if error is NIOHTTP2Errors.StreamError || streams.closedThisTurn {
+        if error is NIOHTTP2Errors.StreamError || streams.closedThisTurn || Self.isMalformedHeaderBlock(error) {
             proxy.logger.debug("HTTP/2 stream error: \(error)")
             return
         }
         proxy.logger.debug("HTTP/2 connection error: \(error)")
         context.close(promise: nil)
+    }
+}
+
+extension HTTP2IdleWatcher {
+    /// What NIO's header-block validation throws: a malformed request or trailers, always one stream's error (RFC 9113
+    /// §8.1.1), which NIO resets before the stream opens (so `closedThisTurn` never sees it) and reports as itself.
+    static func isMalformedHeaderBlock(_ error: any Error) -> Bool {
+        switch error {
+        case is NIOHTTP2Errors.MissingPseudoHeader, is NIOHTTP2Errors.DuplicatePseudoHeader,
+             is NIOHTTP2Errors.PseudoHeaderAfterRegularHeader, is NIOHTTP2Errors.UnsupportedPseudoHeader,
+             is NIOHTTP2Errors.InvalidPseudoHeaders, is NIOHTTP2Errors.InvalidStatusValue,
+             is NIOHTTP2Errors.InvalidHTTP2HeaderFieldName, is NIOHTTP2Errors.ForbiddenHeaderField,
+             is NIOHTTP2Errors.InvalidPseudoHeaderValue:
+            true
+        default:
+            false
+        }
     }
 }
 
