@@ -184,6 +184,7 @@ final class StreamCollector: ChannelInboundHandler, @unchecked Sendable {
         case .rstStream(let code):
             result.reset = code
             done.succeed(result)
+            firstBytes.succeed(())  // (a stream reset before its head: no head will come)
         default:
             break
         }

@@ -224,6 +224,25 @@ struct HTTP2ClientTests {
         }
     }
 
+    /// The connection's idle watch sees the connection, which a client's PINGs or other streams keep alive; a stream
+    /// whose client never opened its window was held with its exchange, its queued response and its upstream for
+    /// good (a hostile review waited 20 s at `--idle-timeout 3s`).
+    @Test("a stream whose client stops reading is ended at the idle timeout; the connection's other streams carry on")
+    func stalledStreamTimesOut() async throws {
+        try await withH2Client({ $0.limits.clientIdleTimeoutMs = 1000 }) { client, _, proxy in
+            let stalled = try await client.open("GET", "/bytes/4000000", autoRead: false)
+            // A stream beside it that its client reads, for longer than the timeout.
+            let drip = try await client.open("GET", "/drip?chunks=25&interval_ms=100&size=16")
+            let timedOut = { proxy.recorder.records.contains { $0.error?.contains("client read nothing for 1.0 s") == true } }
+            #expect(await eventually(timeout: .seconds(10)) { timedOut() },
+                    "\(proxy.recorder.records.map { $0.error ?? "ok" })")
+            let ended = try await stalled.response(timeout: .seconds(10))
+            #expect(ended.reset == .cancel, "the stream is reset, not left open: \(ended.reset.map { "\($0)" } ?? "-")")
+            let dripped = try await drip.response()
+            #expect(dripped.status == 200 && dripped.body.count == 25 * 16, "\(dripped.failure ?? "")")
+        }
+    }
+
     /// The other side of the test above: an error of the connection itself still ends the connection.
     @Test("a connection error (DATA on stream 0) gets GOAWAY and the connection closed")
     func connectionErrorClosesTheConnection() async throws {

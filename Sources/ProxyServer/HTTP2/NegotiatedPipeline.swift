@@ -53,6 +53,7 @@ enum NegotiatedPipeline {
         // Room for every stream's full window: a stream whose reading stopped (its upstream lags) must not use up
         // the connection's window and so hold back the others' request bodies.
         connection.targetWindowSize = HTTP2Limits.maxConcurrentStreams * HTTP2Limits.streamWindow
+        let idle = TimeAmount.milliseconds(Int64(context.limits.clientIdleTimeoutMs))
         var stream = NIOHTTP2Handler.StreamConfiguration()
         stream.targetWindowSize = HTTP2Limits.streamWindow
         let streams = OpenStreams(next: manager.http2StreamDelegate)
@@ -62,6 +63,10 @@ enum NegotiatedPipeline {
         ) { streamChannel in
             streamChannel.eventLoop.makeCompletedFuture {
                 let streamPipeline = streamChannel.pipeline.syncOperations
+                // A stream whose client stops taking its response (its window never opens) has nothing written
+                // complete for the idle timeout: the request handler ends its exchange, as on HTTP/1. (The
+                // connection's own watch sees only the connection, which the client's other frames keep alive.)
+                try streamPipeline.addHandler(IdleStateHandler(writeTimeout: idle))
                 try streamPipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
                 try streamPipeline.addHandler(ProxyRequestHandler(context: context, impliedScheme: impliedScheme,
                                                                   impliedAuthority: impliedAuthority, reverse: reverse))
