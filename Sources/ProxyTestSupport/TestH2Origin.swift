@@ -17,7 +17,8 @@ import Synchronization
 /// - `/drip`: 200, then `chunks` DATA frames (default 5) of `size` bytes every `interval_ms` (default 100).
 /// - `/held?key=K`: answered once `release(K)` is called.
 /// - `/bytes/N`: N bytes of `x`.
-/// It records every request (path, headers, the connection it came on) and counts connections.
+/// It records every request (path, headers, the connection it came on), counts connections, and counts the held
+/// requests whose stream ended before they were answered (reset by the client, or its connection closed).
 public final class TestH2Origin: Sendable {
     public struct Request: Sendable {
         public var path: String
@@ -34,6 +35,7 @@ public final class TestH2Origin: Sendable {
         var connections = 0
         var held: [String: [@Sendable () -> Void]] = [:]
         var released: Set<String> = []
+        var abandoned = 0
     }
 
     public let port: Int
@@ -48,6 +50,8 @@ public final class TestH2Origin: Sendable {
 
     public var requests: [Request] { state.withLock { $0.requests } }
     public var acceptedConnections: Int { state.withLock { $0.connections } }
+    /// Held requests whose stream ended unanswered: the client's cancel reached the origin.
+    public var abandonedRequests: Int { state.withLock { $0.abandoned } }
 
     /// Answers the `/held?key=K` requests waiting (and any later ones) with `released\n`.
     public func release(_ key: String) {
@@ -123,6 +127,8 @@ private final class H2OriginStream: ChannelInboundHandler, @unchecked Sendable {
     private var head: HPACKHeaders?
     private var body = ByteBuffer()
     private var trailers: HPACKHeaders?
+    /// A `/held` request not yet answered.
+    private var waiting = false
 
     init(origin: TestH2Origin, connection: Int) {
         self.origin = origin
@@ -140,6 +146,11 @@ private final class H2OriginStream: ChannelInboundHandler, @unchecked Sendable {
         default:
             break
         }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if waiting { origin.state.withLock { $0.abandoned += 1 } }
+        context.fireChannelInactive()
     }
 
     private func respond(context: ChannelHandlerContext) {
@@ -167,13 +178,20 @@ private final class H2OriginStream: ChannelInboundHandler, @unchecked Sendable {
         case "/held":
             let key = query["key"] ?? ""
             let loop = context.eventLoop
-            let answer = NIOLoopBound({ [self] in self.send(context, status: 200, body: "released\n") }, eventLoop: loop)
+            waiting = true
+            let answer = NIOLoopBound({ [self] in
+                waiting = false
+                send(context, status: 200, body: "released\n")
+            }, eventLoop: loop)
             let now = origin.state.withLock { state -> Bool in
                 if state.released.contains(key) { return true }
                 state.held[key, default: []].append { loop.execute { answer.value() } }
                 return false
             }
-            if now { send(context, status: 200, body: "released\n") }
+            if now {
+                waiting = false
+                send(context, status: 200, body: "released\n")
+            }
         default:
             if path.hasPrefix("/bytes/"), let count = Int(path.dropFirst("/bytes/".count)) {
                 send(context, status: 200, body: String(repeating: "x", count: count))

@@ -289,6 +289,11 @@ final class LoopEngine: @unchecked Sendable {
         let port = transfer.connectionPort
         let stillHeld = releasePort(of: transfer)
         let kept = outcome.map { $0.error == nil } == true && stillHeld ? keptHTTP1Socket(easy) : nil
+        // A cancelled HTTP/2 transfer's RST_STREAM waits in libcurl 7.88 for the connection's next frame, which an
+        // idle connection never sends: the origin would go on working for nobody. So a cancelled transfer's
+        // connection is closed, when no other transfer uses it (curl keeps a connection others use; a cancelled
+        // HTTP/1 transfer's is closed anyway).
+        if outcome == nil { try? easy.set(CURLOPT_FORBID_REUSE, true) }
         runCurl { _ = curl_multi_remove_handle(multi, easy.handle) }
         if let kept { watchIdle(kept, port: port) }
         transfer.easy = nil
