@@ -16,8 +16,11 @@ public final class FlowStore: FlowRecorder, Sendable {
     public struct Limits: Sendable, Hashable {
         public var maxFlows: Int
         public var maxBytes: Int
+        /// The most `--ui-flows` takes: far past what the byte bound lets the viewer hold, and far from overflow.
+        public static let mostFlows = 10_000_000
+
         public init(maxFlows: Int = 5000, maxBytes: Int = 256 << 20) {
-            self.maxFlows = max(1, maxFlows)
+            self.maxFlows = min(max(1, maxFlows), Limits.mostFlows)
             self.maxBytes = max(1, maxBytes)
         }
     }

@@ -111,7 +111,9 @@ struct RunCommand: AsyncParsableCommand {
         for glob in intercept where HostGlob(glob) == nil {
             throw ValidationError("--intercept takes a host glob such as '*.example.com', got '\(glob)'")
         }
-        if uiFlows < 1 { throw ValidationError("--ui-flows must be at least 1") }
+        if uiFlows < 1 || uiFlows > FlowStore.Limits.mostFlows {
+            throw ValidationError("--ui-flows must be between 1 and \(FlowStore.Limits.mostFlows) (got \(uiFlows))")
+        }
         if maxConnections < 1 { throw ValidationError("--max-connections must be at least 1") }
         if let upstreamProxy, !(upstreamProxy.hasPrefix("http://") || upstreamProxy.hasPrefix("https://")) {
             throw ValidationError("--upstream-proxy must be an http:// or https:// URL, e.g. http://user:pass@proxy:3128")

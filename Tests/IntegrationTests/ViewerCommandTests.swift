@@ -60,12 +60,15 @@ struct ViewerCommandTests {
         #expect(await cli.waitForExit(timeout: .seconds(10)) == 0)
     }
 
-    @Test("--ui-flows must be at least 1")
-    func uiFlowsValidated() async throws {
+    /// 2^62 or more overflowed the change log's size (`maxFlows * 2`) and stopped the process (found by a review).
+    @Test("--ui-flows must be between 1 and 10000000: 0, a negative, and 2^62 get a usage error, not a crash",
+          arguments: ["0", "-5", "4611686018427387904", "10000001"])
+    func uiFlowsValidated(_ value: String) async throws {
         let directory = try TemporaryDirectory()
-        let cli = try CLIProcess(Self.binary, ["run", "--listen", "127.0.0.1:0", "--ui-flows", "0"], directory: directory.path)
+        let cli = try CLIProcess(Self.binary, ["run", "--listen", "127.0.0.1:0", "--ui-flows=\(value)"], directory: directory.path)
         defer { cli.kill() }
-        #expect(await cli.waitForExit(timeout: .seconds(10)) != 0)
-        #expect(cli.stderrText.contains("--ui-flows must be at least 1"), "\(cli.stderrText)")
+        let status = await cli.waitForExit(timeout: .seconds(10))
+        #expect(status == 64, "a usage error: \(String(describing: status)) \(cli.stderrText)")
+        #expect(cli.stderrText.contains("--ui-flows must be between 1 and 10000000"), "\(cli.stderrText)")
     }
 }
