@@ -225,7 +225,10 @@ public enum HARReader {
         case "":
             return Array(text.utf8)
         case "base64":
-            guard let data = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
+            // Line breaks and spaces (some writers wrap base64) are dropped; any other stray character is an error,
+            // never skipped: "aGVsbG8=!!garbage" is not "hello", and "!!!!" is not an empty body.
+            let compact = String(text.unicodeScalars.filter { !" \t\r\n".unicodeScalars.contains($0) })
+            guard let data = Data(base64Encoded: compact) else {
                 throw EntryProblem(message: "request.postData.text is not valid base64 (its encoding says base64)")
             }
             return Array(data)
