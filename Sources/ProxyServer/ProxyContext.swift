@@ -111,10 +111,14 @@ final class ProxyContext: Sendable {
         reversePorts.withLock { _ = $0.insert(port) }
     }
 
+    /// Whether `port` is one of hookproxy's listening ports (the proxy's, a reverse route's).
+    func isOwnPort(_ port: Int) -> Bool {
+        port == listeningPort.load(ordering: .relaxed) || reversePorts.withLock { $0.contains(port) }
+    }
+
     /// Marks `head` when it may come back to one of hookproxy's listeners (its port is a listening port).
     func markIfItMayLoop(_ head: inout RequestHead) {
-        let port = head.url.port
-        guard port == listeningPort.load(ordering: .relaxed) || reversePorts.withLock({ $0.contains(port) }) else { return }
+        guard isOwnPort(head.url.port) else { return }
         head.headers.add("Via", loopMarker)
     }
 

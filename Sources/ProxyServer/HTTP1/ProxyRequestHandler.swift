@@ -344,7 +344,10 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let kind = if let reverse {
-            RequestClassifier.classify(nioHead, reverse: reverse, loopMarker: proxy.loopMarker)
+            // A marked request is a loop only if this route leads to a listener again (a client may well proxy
+            // through hookproxy to its own reverse listener, whose route goes elsewhere).
+            RequestClassifier.classify(nioHead, reverse: reverse,
+                                       loopMarker: proxy.isOwnPort(reverse.target.port) ? proxy.loopMarker : "")
         } else {
             RequestClassifier.classify(nioHead, impliedScheme: impliedScheme, impliedAuthority: impliedAuthority,
                                        listening: proxy.listeningAddress, loopMarker: proxy.loopMarker)
