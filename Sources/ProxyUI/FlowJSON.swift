@@ -35,7 +35,7 @@ public enum FlowJSON {
     }
 
     /// A HAR 1.2 document of already redacted records, entries as `--har` writes them (`_hookproxy` included), made
-    /// at once: what `HARDownload` (the API's download, made in parts) adds up to.
+    /// at once: what `FlowDownload` (the API's download, made in parts) adds up to.
     public static func har(_ redacted: [FlowRecord], creatorVersion: String) -> [UInt8] {
         var bytes = Array(#"{"log":{"version":"1.2","creator":{"name":"hookproxy","version":"#.utf8)
         appendString(creatorVersion, to: &bytes)

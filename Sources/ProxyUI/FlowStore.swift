@@ -109,7 +109,15 @@ public final class FlowStore: FlowRecorder, Sendable {
         }
     }
 
-    public func flow(id: Int) -> Flow? {
+    /// The ids of `flows(after:limit:)`, oldest first.
+    public func ids(after: Int = 0, limit: Int = .max) -> [Int] {
+        state.withLock { state in
+            let ids = state.order[state.head...].filter { $0 > after && state.flows[$0] != nil }.sorted()
+            return Array(ids.prefix(max(0, limit)))
+        }
+    }
+
+        public func flow(id: Int) -> Flow? {
         state.withLock { $0.flows[id] }
     }
 

@@ -71,6 +71,10 @@ public struct ViewerAPI: Sendable {
         .problem(405, "method not allowed here (use \(allow))", extra: [("Allow", allow)])
     }
 
+    /// The longest filter `/api/har` takes.
+    static let filterTerms = 64
+    static let filterBytes = 4096
+
     /// `GET /api/flows?after=ID&limit=N&bodies=false`: without `limit`, every flow kept after ID.
     private func flows(_ parameters: QueryParameters) -> ViewerAnswer {
         var after = 0, limit = Int.max, bodies = true
@@ -86,19 +90,26 @@ public struct ViewerAPI: Sendable {
             guard let value = Bool(text) else { return .problem(400, "bodies must be true or false") }
             bodies = value
         }
-        let objects = store.flows(after: after, limit: limit).map {
-            FlowJSON.object(redactor.redact(bodies ? $0.record : $0.recordWithoutBodies), state: $0.state, bodies: bodies)
-        }
-        return .json(200, FlowJSON.array(objects))
+        // Made a part at a time as the client reads (with bodies, 5000 flows may be gigabytes of JSON).
+        var headers: HeaderFields = [("Content-Type", "application/json")]
+        for (name, value) in ViewerAnswer.commonHeaders { headers.add(name, value) }
+        let download = FlowDownload(store: store, redactor: redactor, after: after, limit: limit, bodies: bodies)
+        return .download(ResponseHead(status: 200, headers: headers), download)
     }
 
     /// `GET /api/har?filter=…`: the finished flows the filter passes, as a HAR 1.2 download made a part at a time
-    /// (`HARDownload`: the flows kept now, each read when its turn comes).
+    /// (`FlowDownload`: the flows kept now, each read when its turn comes).
     private func har(filter text: String) -> ViewerAnswer {
+        // Each term is tried on every flow, and the API's answers are made one at a time: a review's 15,000-word
+        // filter held every other viewer answer for 115 s.
+        let filter = FlowFilter(text)
+        guard text.utf8.count <= ViewerAPI.filterBytes, filter.terms.count <= ViewerAPI.filterTerms else {
+            return .problem(400, "filter too long: at most \(ViewerAPI.filterTerms) terms and \(ViewerAPI.filterBytes) bytes")
+        }
         var headers: HeaderFields = [("Content-Type", "application/json")]
         for (name, value) in ViewerAnswer.commonHeaders { headers.add(name, value) }
         headers.add("Content-Disposition", "attachment; filename=\"hookproxy.har\"")
-        let download = HARDownload(store: store, redactor: redactor, filter: FlowFilter(text), creatorVersion: version)
+        let download = FlowDownload(store: store, redactor: redactor, filter: filter, creatorVersion: version)
         return .download(ResponseHead(status: 200, headers: headers), download)
     }
 

@@ -5,7 +5,7 @@ import ProxyModel
 public enum ViewerAnswer: Sendable {
     case response(ResponseHead, [UInt8])
     /// A response whose body is made a part at a time while the client reads it (no `Content-Length`).
-    case download(ResponseHead, HARDownload)
+    case download(ResponseHead, FlowDownload)
     /// Server-sent events from the present moment on.
     case events
 

@@ -57,11 +57,12 @@ import Testing
         try await Self.withViewer { context, viewer, recorder in
             let channel = try H.makeChannel(context)
             defer { H.finish(channel) }
-            try H.send(channel, "GET /api/flows HTTP/1.1\r\nHost: \(H.own)\r\n\r\nGET / HTTP/1.1\r\nHost: localhost:\(H.port)\r\n\r\n")
+            // (The flow list is made in parts off the loop, as the HAR is: its tests use real sockets.)
+            try H.send(channel, "GET /api/openapi.json HTTP/1.1\r\nHost: \(H.own)\r\n\r\nGET / HTTP/1.1\r\nHost: localhost:\(H.port)\r\n\r\n")
             let responses = try H.responses(channel)
             try #require(responses.count == 2)
             #expect(responses[0].statusLine == "HTTP/1.1 200 OK")
-            #expect(responses[0].body == "[]")
+            #expect(responses[0].body.hasPrefix("{"))
             #expect(responses[1].header("content-type") == "text/html; charset=utf-8")
             #expect(channel.isActive)
             #expect(recorder.records.isEmpty)

@@ -6,10 +6,10 @@ import Testing
 
 /// `GET /api/har` used to build the whole file (hundreds of MB with a full store) and hand it to the connection at
 /// once: a client that did not read held all of it until the idle timeout, and N such clients N copies. It is now
-/// made a part at a time (`HARDownload`); these check the parts add up to the same bytes, and what a download
+/// made a part at a time (`FlowDownload`); these check the parts add up to the same bytes, and what a download
 /// covers when the store changes under it.
 @Suite("viewer: the HAR download, made in parts")
-struct HARDownloadTests {
+struct FlowDownloadTests {
     /// Flows of every kind the HAR writes differently: binary and text bodies, errors, hook events, rules.
     static func varied(_ store: FlowStore) {
         store.record(makeRecord(id: 1, body: Array(#"{"a":"\u00e9\n"}"#.utf8), rules: ["r1"]))
@@ -27,15 +27,15 @@ struct HARDownloadTests {
         return FlowJSON.har(records, creatorVersion: version)
     }
 
-    static func parts(_ download: HARDownload, minBytes: Int) -> [[UInt8]] {
+    static func parts(_ download: FlowDownload, minBytes: Int) -> [[UInt8]] {
         var download = download
         var parts: [[UInt8]] = []
         while let part = download.next(minBytes: minBytes) { parts.append(part) }
         return parts
     }
 
-    static func download(_ store: FlowStore, filter: String = "") -> HARDownload {
-        HARDownload(store: store, redactor: Redactor(), filter: FlowFilter(filter), creatorVersion: "9.9.9")
+    static func download(_ store: FlowStore, filter: String = "") -> FlowDownload {
+        FlowDownload(store: store, redactor: Redactor(), filter: FlowFilter(filter), creatorVersion: "9.9.9")
     }
 
     @Test("the parts add up to the file made at once, byte for byte, whatever the part size and filter",
@@ -44,7 +44,7 @@ struct HARDownloadTests {
         let store = FlowStore()
         Self.varied(store)
         let expected = Self.whole(store, filter: filter)
-        for minBytes in [1, 100, 2048, HARDownload.partBytes] {
+        for minBytes in [1, 100, 2048, FlowDownload.partBytes] {
             let parts = Self.parts(Self.download(store, filter: filter), minBytes: minBytes)
             #expect(parts.flatMap { $0 } == expected, "filter '\(filter)', parts of \(minBytes)")
         }

@@ -77,6 +77,17 @@ struct ViewerAPITests {
         #expect(all.count == 2, "the pending flow is not in the HAR")
     }
 
+    /// Every term is tried on every flow, one answer at a time: a review's 15,000-word filter held every other viewer
+    /// answer for 115 s.
+    @Test("/api/har refuses a filter of more than 64 terms or 4 KiB with 400; 64 terms pass")
+    func harFilterBounded() throws {
+        store.record(makeRecord(id: 1, status: 200))
+        let words = (0..<65).map { "w\($0)" }
+        #expect(try response("GET", "/api/har", "filter=" + words.joined(separator: "+")).status == 400)
+        #expect(try response("GET", "/api/har", "filter=" + String(repeating: "a", count: 4097)).status == 400)
+        #expect(try response("GET", "/api/har", "filter=" + words.prefix(64).joined(separator: "+")).status == 200)
+    }
+
     @Test("POST /api/clear empties the store; wrong methods are 405; unknown paths 404; openapi.json is JSON")
     func routes() throws {
         store.record(makeRecord(id: 1))

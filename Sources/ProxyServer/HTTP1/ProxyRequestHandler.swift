@@ -40,7 +40,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         /// The connection carries the viewer's event stream until the client leaves or hookproxy shuts down.
         case streamingEvents(EventStream)
         /// `GET /api/har` arrived: its download starts at the request's end.
-        case downloadRequested(ResponseHead, HARDownload, keepAlive: Bool, RequestContext)
+        case downloadRequested(ResponseHead, FlowDownload, keepAlive: Bool, RequestContext)
         /// A download is being written, a part at a time as the client takes them.
         case downloading(DownloadStream, keepAlive: Bool)
     }
@@ -635,7 +635,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Starts writing a download (`DownloadStream`). Its length is not known ahead: chunked for HTTP/1.1, and an
     /// HTTP/1.0 client learns where it ends from the close.
-    private func startDownload(_ head: ResponseHead, _ download: HARDownload, keepAlive: Bool, request: RequestContext) {
+    private func startDownload(_ head: ResponseHead, _ download: FlowDownload, keepAlive: Bool, request: RequestContext) {
         let version = request.head.version
         let keepAlive = keepAlive && !(version.major == 1 && version.minor == 0)
         let stream = DownloadStream(handler: self, eventLoop: eventLoop)

@@ -12,7 +12,7 @@ import ProxyUI
 final class DownloadStream {
     private enum State {
         /// The channel is not writable: the next part is asked for once it is (`writable`).
-        case waiting(HARDownload)
+        case waiting(FlowDownload)
         /// A part is being made on the queue.
         case making
         /// The last part was written, or the client left.
@@ -29,7 +29,7 @@ final class DownloadStream {
     }
 
     /// Writes the head and asks for the first part.
-    func start(head: HTTPResponseHead, download: HARDownload) {
+    func start(head: HTTPResponseHead, download: FlowDownload) {
         handler?.send(.head(head))
         make(download)
     }
@@ -45,7 +45,7 @@ final class DownloadStream {
         state = .ended
     }
 
-    private func make(_ download: HARDownload) {
+    private func make(_ download: FlowDownload) {
         state = .making
         let loop = eventLoop
         let stream = NIOLoopBound(self, eventLoop: loop)
@@ -57,7 +57,7 @@ final class DownloadStream {
         }
     }
 
-    private func arrived(_ part: [UInt8]?, _ download: HARDownload) {
+    private func arrived(_ part: [UInt8]?, _ download: FlowDownload) {
         guard case .making = state, let handler else { return }
         if let part, !part.isEmpty {
             handler.send(.body(.byteBuffer(ByteBuffer(bytes: part))))

@@ -27,9 +27,9 @@ enum ViewerGate {
         /// An answer of the API, made at the request's end off the event loop (`queue`): a list with bodies
         /// serializes up to the store's whole byte budget, which would stall every connection of the loop.
         case deferred(@Sendable () -> LocalResponse)
-        /// `GET /api/har`: the head, then the body made a part at a time on `queue`, each once the client took the
+        /// `GET /api/har`, `GET /api/flows`: the head, then the body made a part at a time on `queue`, each once the client took the
         /// last (`DownloadStream`): the whole file is never held, however slowly the client reads.
-        case download(ResponseHead, HARDownload)
+        case download(ResponseHead, FlowDownload)
     }
 
     /// Where the API's answers (and the parts of downloads) are made: one at a time, so however many are asked for
@@ -67,12 +67,14 @@ enum ViewerGate {
                 return .answer(refusal(403, "hookproxy: POST to the viewer needs the viewer's own Origin (http://\(hostHeader.prefix(200))), got \(origin.map { "'\($0.prefix(200))'" } ?? "none")"))
             }
         }
-        if path != "/api/events", path != "/api/har", path.hasPrefix("/api/"), viewer.store.bytes >= inlineBytes {
+        // (The event stream and the downloads, the HAR and the flow list, make their parts on `queue` themselves.)
+        if path != "/api/events", path != "/api/har", path != "/api/flows", path.hasPrefix("/api/"),
+           viewer.store.bytes >= inlineBytes {
             let api = viewer.api
             return .deferred {
                 switch api.answer(method: method, path: path, query: query) {
                 case .response(let head, let body): LocalResponse(head: head, body: body)
-                case .events, .download: LocalResponse.text(500, "hookproxy: internal error: a stream off /api/events or /api/har\n", headers: ViewerAnswer.commonHeaders)
+                case .events, .download: LocalResponse.text(500, "hookproxy: internal error: a stream off /api/events, /api/har or /api/flows\n", headers: ViewerAnswer.commonHeaders)
                 }
             }
         }
