@@ -407,8 +407,11 @@ final class Exchange {
         }
         var settings = proxy.engine.settings
         // A paced response holds its transfer paused for long stretches: over HTTP/1.1, where pausing is cheap
-        // (an HTTP/2 transfer is never paused, see TransferBridge).
-        if downPacer != nil { settings.http2 = false }
+        // (an HTTP/2 transfer that may share its connection is never paused, see TransferBridge). Not gRPC, which
+        // servers speak only over HTTP/2 (forced to HTTP/1.1, every throttled call failed): its messages are small,
+        // and a paced one waits in the bridge, or pauses its transfer when it is alone on its connection.
+        let grpc = clientHead.headers["content-type"]?.lowercased().hasPrefix("application/grpc") == true
+        if downPacer != nil && !grpc { settings.http2 = false }
         // A request announcing trailers (`Trailer`) with a body of unknown length goes over HTTP/1.1, where
         // libcurl sends them after the last chunk (it cannot on HTTP/2).
         if case .chunked = body, clientHead.headers.contains("trailer") { settings.http2 = false }
