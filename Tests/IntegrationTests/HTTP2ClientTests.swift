@@ -243,6 +243,25 @@ struct HTTP2ClientTests {
         }
     }
 
+    /// The limit went to NIO as SETTINGS_MAX_HEADER_LIST_SIZE, whose decoder fails the whole connection past it
+    /// (COMPRESSION_ERROR): no 431, no log line, and every stream beside it cut (a hostile review's find).
+    @Test("a request head over --max-header-bytes gets 431 on its own stream; the stream beside it completes")
+    func oversizedHeadIs431() async throws {
+        try await withH2Client { client, origin, proxy in
+            let drip = try await client.open("GET", "/drip?chunks=6&interval_ms=200&size=16")
+            try await drip.head()
+            // 3,000 fields of 36 bytes each as HTTP/2 counts them: 108 KB, past the default 64 KiB; HPACK sends
+            // each after the first as one byte, so the block fits one frame.
+            let big = try await client.send("GET", "/head-test", headers: Array(repeating: ("x-a", "b"), count: 3000))
+            #expect(big.status == 431, "\(big.status) \(big.reset.map { "\($0)" } ?? "") \(big.failure ?? "")")
+            let dripped = try await drip.response()
+            #expect(dripped.status == 200 && dripped.body.count == 6 * 16, "\(dripped)")
+            #expect(client.channel.isActive)
+            #expect(!origin.requests.contains { $0.target == "/head-test" }, "the oversized request reached no server")
+            #expect(proxy.recorder.records.contains { $0.response?.status == 431 }, "logged")
+        }
+    }
+
     /// The other side of the test above: an error of the connection itself still ends the connection.
     @Test("a connection error (DATA on stream 0) gets GOAWAY and the connection closed")
     func connectionErrorClosesTheConnection() async throws {

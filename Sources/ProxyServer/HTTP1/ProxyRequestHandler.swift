@@ -292,6 +292,14 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let upgrade = nioHead.headers.contains(name: "upgrade")
         if upgrade { closesAfterRequest = true }
         let keepAlive = nioHead.isKeepAlive && !upgrade
+        if nioHead.version.major == 2, HTTP2Limits.headerListSize(nioHead) > proxy.limits.maxHeaderBytes {
+            // HTTP/2's NIO decoder takes heads past the limit (up to `HTTP2Limits.decodedHeaderBytes`): this stream
+            // alone gets the 431 an HTTP/1.1 client gets, not its whole connection a COMPRESSION_ERROR.
+            let error = ProxyError(.headersTooLarge, "hookproxy: request headers exceed \(proxy.limits.maxHeaderBytes) bytes (--max-header-bytes)")
+            proxy.logger.warning("\(request.client): \(error.message)")
+            state = .answeringLocally(.error(error), keepAlive: false, events: [], request)
+            return
+        }
         // A request carrying hookproxy's own loop marker left through hookproxy itself (a followed redirect's hop,
         // a `map_remote` to its own port): it is a proxied request, never the viewer's, and the classifier answers
         // it 508. (Otherwise a server could redirect a followed request to `/api/flows` and read every flow.)

@@ -47,7 +47,7 @@ enum NegotiatedPipeline {
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
         connection.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: HTTP2Limits.maxConcurrentStreams),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: context.limits.maxHeaderBytes),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: HTTP2Limits.decodedHeaderBytes(context.limits.maxHeaderBytes)),
             HTTP2Setting(parameter: .initialWindowSize, value: HTTP2Limits.streamWindow),
         ]
         // Room for every stream's full window: a stream whose reading stopped (its upstream lags) must not use up
@@ -86,4 +86,19 @@ enum HTTP2Limits {
     /// stream stops while its upstream lags, so this bounds what one stream buffers, and one slow stream never
     /// holds back the others (each has its own window).
     static let streamWindow = 256 * 1024
+
+    /// What NIO's HPACK decoder takes of one header block (its SETTINGS_MAX_HEADER_LIST_SIZE): past it the whole
+    /// connection fails (COMPRESSION_ERROR), so it is well above `--max-header-bytes`, which the request handler
+    /// checks per stream (431), as on HTTP/1.1.
+    static func decodedHeaderBytes(_ maxHeaderBytes: Int) -> Int {
+        min(max(maxHeaderBytes * 4, 256 * 1024), Int(Int32.max))
+    }
+
+    /// A request head's size as RFC 9113 §6.5.2 counts a header list: each field's name and value, plus 32.
+    static func headerListSize(_ head: HTTPRequestHead) -> Int {
+        // The pseudo-header fields: :method, :scheme, :path, :authority (as Host here).
+        var size = 4 * 32 + head.method.rawValue.utf8.count + head.uri.utf8.count + 6
+        for (name, value) in head.headers { size += name.utf8.count + value.utf8.count + 32 }
+        return size
+    }
 }
