@@ -140,7 +140,7 @@ struct ViewerDownloadTests {
         }
     }
 
-    @Test("an HTTP/1.0 download ends with the close; an HTTP/1.1 one is chunked and the connection serves on")
+    @Test("an HTTP/1.0 download (or event stream) is unframed, ending with the close; an HTTP/1.1 one is chunked")
     func framing() async throws {
         try await withProxyAndOrigin({ $0.viewer = ViewerSettings() }) { proxy, _ in
             Self.fill(try #require(proxy.server.viewer).store, count: 3, size: 600 << 10)
@@ -152,6 +152,14 @@ struct ViewerDownloadTests {
                 #expect(har.header("content-length") == nil && har.header("transfer-encoding") == nil)
                 #expect(try Self.entries(har.body).count == 3)
                 #expect(await client.waitForClose())
+            }
+            // The event stream too: it was sent chunked to HTTP/1.0 clients, who cannot read that (a review's find).
+            try await withRawClient(proxy, readTimeout: .seconds(30)) { client in
+                try await client.send(rawRequest("GET /api/events HTTP/1.0", [host]))
+                let start = String(decoding: try await client.read(atLeast: 200), as: UTF8.self)
+                #expect(start.hasPrefix("HTTP/1.0 200"), "\(start.prefix(300))")
+                #expect(!start.lowercased().contains("transfer-encoding"), "\(start.prefix(300))")
+                #expect(start.contains("\r\n\r\nretry: 2000\n\n"), "unframed: \(start.prefix(400))")
             }
             try await withRawClient(proxy, readTimeout: .seconds(30)) { client in
                 try await client.send(rawRequest("GET /api/har HTTP/1.1", [host]) + rawRequest("HEAD /api/har HTTP/1.1", [host])

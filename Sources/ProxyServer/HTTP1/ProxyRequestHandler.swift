@@ -206,8 +206,8 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 request.requestBody!.append(buffer, limit: proxy.limits.captureLimit)
             }
             state = .answeringLocally(response, keepAlive: keepAlive, events: events, request)
-        case (.end, .eventsRequested):
-            startEventStream()
+        case (.end, .eventsRequested(let request)):
+            startEventStream(version: request.head.version)
         case (.end, .viewerRequested(let make, let keepAlive, let request)):
             if closesAfterRequest { stopReading() }
             answerViewer(make, keepAlive: keepAlive, request: request)
@@ -627,11 +627,12 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func startEventStream() {
+    /// An HTTP/1.0 client gets the stream unframed, its end the close (it cannot read chunked).
+    private func startEventStream(version: HTTPVersion) {
         guard let viewer = proxy.viewer else { return }
         let stream = EventStream(handler: self, viewer: viewer, eventLoop: eventLoop)
         state = .streamingEvents(stream)
-        if !stream.start() {
+        if !stream.start(version: version) {
             state = .idle
             let refusal = LocalResponse.text(503, "hookproxy: shutting down\n", headers: ViewerAnswer.commonHeaders)
             var request = RequestContext(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/api/events"),

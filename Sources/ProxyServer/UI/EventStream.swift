@@ -50,7 +50,7 @@ final class EventStream {
     }
 
     /// Writes the head and starts listening; false (nothing written) when the store is closed (shutting down).
-    func start() -> Bool {
+    func start(version: HTTPVersion = .http1_1) -> Bool {
         let signal = self.signal
         guard let (token, snapshot) = viewer.store.watch(FlowStore.Watcher(
             changed: { signal.changed() }, closed: { signal.closed() })) else { return false }
@@ -59,7 +59,8 @@ final class EventStream {
         signal.attach(self)
         var headers = HTTPHeaders([("Content-Type", "text/event-stream"), ("X-Accel-Buffering", "no")])
         for (name, value) in ViewerAnswer.commonHeaders { headers.add(name: name, value: value) }
-        handler?.send(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)))
+        if version.major == 1 && version.minor == 0 { headers.add(name: "Connection", value: "close") }
+        handler?.send(.head(HTTPResponseHead(version: version, status: .ok, headers: headers)))
         write("retry: 2000\n\n")
         handler?.flush()
         scheduleHeartbeat()
