@@ -60,45 +60,47 @@ struct HTTP2UpstreamTests {
         }
     }
 
+    /// An HTTP/2 client through an intercepting proxy to a `TestH2Origin`.
+    private func withTunnelClient(_ body: (H2TunnelClient, TestH2Origin) async throws -> Void) async throws {
+        try await TestH2Origin.with(tls: Self.identity) { origin in
+            try await withInterceptingProxy { proxy, _ in
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
+                defer { Task { await client.close() } }
+                try await body(client, origin)
+            }
+        }
+    }
+
     /// libcurl 7.88 queues a removed HTTP/2 transfer's RST_STREAM and writes it with the connection's next frame, so
     /// a cancel reached the origin only when another request used that connection (a hostile review's gRPC
     /// cancels never did in 6 s). A cancelled transfer alone on its connection now closes it.
     @Test("a client that gives up on a request carried alone over HTTP/2: the origin sees the cancel at once")
     func cancelReachesTheOrigin() async throws {
-        try await TestH2Origin.with(tls: Self.identity) { origin in
-            try await withInterceptingProxy { proxy, _ in
-                let client = try await H2TunnelClient.connect(
-                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
-                defer { Task { await client.close() } }
-                let held = try await client.open("GET", "/held?key=never")
-                #expect(await eventually(timeout: .seconds(15)) { origin.requests.count == 1 })
-                held.reset()
-                #expect(await eventually(timeout: .seconds(5)) { origin.abandonedRequests == 1 },
-                        "the origin still waits to answer a request nobody wants")
-                // The next request gets a new connection and its answer.
-                let next = try await client.send("GET", "/hello")
-                #expect(next.status == 200 && next.text == "hello over h2\n", "\(next)")
-            }
+        try await withTunnelClient { client, origin in
+            let held = try await client.open("GET", "/held?key=never")
+            #expect(await eventually(timeout: .seconds(15)) { origin.requests.count == 1 })
+            held.reset()
+            #expect(await eventually(timeout: .seconds(5)) { origin.abandonedRequests == 1 },
+                    "the origin still waits to answer a request nobody wants")
+            // The next request gets a new connection and its answer.
+            let next = try await client.send("GET", "/hello")
+            #expect(next.status == 200 && next.text == "hello over h2\n", "\(next)")
         }
     }
 
     @Test("a cancel beside another stream on the same upstream connection leaves that connection and stream alone")
     func cancelBesideAnotherStream() async throws {
-        try await TestH2Origin.with(tls: Self.identity) { origin in
-            try await withInterceptingProxy { proxy, _ in
-                let client = try await H2TunnelClient.connect(
-                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
-                defer { Task { await client.close() } }
-                let given = try await client.open("GET", "/held?key=a")
-                let kept = try await client.open("GET", "/held?key=b")
-                #expect(await eventually(timeout: .seconds(15)) { origin.requests.count == 2 })
-                given.reset()
-                try await Task.sleep(for: .milliseconds(300))
-                origin.release("b")
-                let answer = try await kept.response()
-                #expect(answer.status == 200 && answer.text == "released\n", "\(answer)")
-                #expect(origin.acceptedConnections == 1)
-            }
+        try await withTunnelClient { client, origin in
+            let given = try await client.open("GET", "/held?key=a")
+            let kept = try await client.open("GET", "/held?key=b")
+            #expect(await eventually(timeout: .seconds(15)) { origin.requests.count == 2 })
+            given.reset()
+            try await Task.sleep(for: .milliseconds(300))
+            origin.release("b")
+            let answer = try await kept.response()
+            #expect(answer.status == 200 && answer.text == "released\n", "\(answer)")
+            #expect(origin.acceptedConnections == 1)
         }
     }
 
