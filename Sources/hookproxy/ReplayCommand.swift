@@ -107,6 +107,9 @@ struct ReplayCommand: AsyncParsableCommand {
             host: "127.0.0.1", port: 0, upstream: upstream, rules: try loadRules(), recorder: recorder,
             captureBodies: har != nil, logger: CommandLineValues.makeLogger(quiet: true, verbose: false))
         configuration.eventLoops = max(1, min(ProcessInfo.processInfo.activeProcessorCount, concurrency))
+        // Every request in flight is a connection to this proxy: at the default limit (1024), a higher
+        // --concurrency had its own requests refused (503).
+        configuration.limits.maxConnections = max(configuration.limits.maxConnections, min(concurrency, 1_000_000))
         do {
             return try await ProxyServer.start(configuration)
         } catch {

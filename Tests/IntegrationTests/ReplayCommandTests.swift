@@ -146,6 +146,22 @@ struct ReplayCommandTests {
         }
     }
 
+    /// The in-process proxy kept the default --max-connections (1024): a review's 5000 entries at --concurrency 5000
+    /// got 1604 of its own requests refused ("too many connections").
+    @Test("--concurrency above 1024: the replay's own proxy admits every request it sends at once")
+    func concurrencyAboveTheConnectionLimit() async throws {
+        let directory = try TemporaryDirectory()
+        try await withOrigin { origin in
+            let count = 1200
+            let entries = (0..<count).map { index in ("GET", "\(origin.baseURL)/bytes/10?n=\(index)", 200, 10, String?.none) }
+            let path = try directory.write(Replay.har(entries), to: "many.har")
+            let run = try await Replay.run([path, "--concurrency", "\(count)"], in: directory, timeout: .seconds(120))
+            #expect(run.summary == "\(count) requests, 0 status changes, 0 failures",
+                    "\(run.lines.filter { !$0.contains(" 200 ") }.prefix(5)) \(run.stderr)")
+            #expect(run.status == 0)
+        }
+    }
+
     @Test("a request that cannot be sent shows the proxy's 502 and its reason, and counts as a failure")
     func unreachable() async throws {
         let directory = try TemporaryDirectory()
