@@ -97,19 +97,7 @@ public final class FlowStore: FlowRecorder, Sendable {
 
     // MARK: reading
 
-    /// Flows with an id greater than `after`, oldest first, at most `limit`.
-    public func flows(after: Int = 0, limit: Int = .max) -> [Flow] {
-        state.withLock { state in
-            var result: [Flow] = []
-            for id in state.order[state.head...] where id > after {
-                if let flow = state.flows[id] { result.append(flow) }
-            }
-            result.sort { $0.id < $1.id }
-            return Array(result.prefix(max(0, limit)))
-        }
-    }
-
-    /// The ids of `flows(after:limit:)`, oldest first.
+    /// The ids of the flows kept after `after`, oldest first, at most `limit` of them.
     public func ids(after: Int = 0, limit: Int = .max) -> [Int] {
         state.withLock { state in
             let ids = state.order[state.head...].filter { $0 > after && state.flows[$0] != nil }.sorted()
@@ -117,7 +105,12 @@ public final class FlowStore: FlowRecorder, Sendable {
         }
     }
 
-        public func flow(id: Int) -> Flow? {
+    /// The flows of `ids(after:limit:)`, as they are now.
+    public func flows(after: Int = 0, limit: Int = .max) -> [Flow] {
+        ids(after: after, limit: limit).compactMap { flow(id: $0) }
+    }
+
+    public func flow(id: Int) -> Flow? {
         state.withLock { $0.flows[id] }
     }
 

@@ -91,10 +91,8 @@ public struct ViewerAPI: Sendable {
             bodies = value
         }
         // Made a part at a time as the client reads (with bodies, 5000 flows may be gigabytes of JSON).
-        var headers: HeaderFields = [("Content-Type", "application/json")]
-        for (name, value) in ViewerAnswer.commonHeaders { headers.add(name, value) }
         let download = FlowDownload(store: store, redactor: redactor, after: after, limit: limit, bodies: bodies)
-        return .download(ResponseHead(status: 200, headers: headers), download)
+        return .download(Self.jsonDownloadHead(), download)
     }
 
     /// `GET /api/har?filter=…`: the finished flows the filter passes, as a HAR 1.2 download made a part at a time
@@ -106,11 +104,15 @@ public struct ViewerAPI: Sendable {
         guard text.utf8.count <= ViewerAPI.filterBytes, filter.terms.count <= ViewerAPI.filterTerms else {
             return .problem(400, "filter too long: at most \(ViewerAPI.filterTerms) terms and \(ViewerAPI.filterBytes) bytes")
         }
-        var headers: HeaderFields = [("Content-Type", "application/json")]
-        for (name, value) in ViewerAnswer.commonHeaders { headers.add(name, value) }
-        headers.add("Content-Disposition", "attachment; filename=\"hookproxy.har\"")
         let download = FlowDownload(store: store, redactor: redactor, filter: filter, creatorVersion: version)
-        return .download(ResponseHead(status: 200, headers: headers), download)
+        return .download(Self.jsonDownloadHead([("Content-Disposition", "attachment; filename=\"hookproxy.har\"")]), download)
+    }
+
+    /// The head of a JSON answer made in parts (`FlowDownload`): no Content-Length.
+    private static func jsonDownloadHead(_ extra: [(String, String)] = []) -> ResponseHead {
+        var headers: HeaderFields = [("Content-Type", "application/json")]
+        for (name, value) in ViewerAnswer.commonHeaders + extra { headers.add(name, value) }
+        return ResponseHead(status: 200, headers: headers)
     }
 
     /// A captured body as it was captured (a prefix when the capture limit cut it), never as a page of the viewer.

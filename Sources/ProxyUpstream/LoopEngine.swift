@@ -324,8 +324,8 @@ final class LoopEngine: @unchecked Sendable {
         return true
     }
 
-    /// `transfer` took the connection on `port` (or, with nil, ended): its count there, and an end to the pause of
-    /// a transfer that was alone on it.
+    /// `transfer` took the connection on `port`: it counts there (no longer on the one it held before), and a
+    /// transfer that was alone on it may pause no more.
     private func takeConnection(port: Int, by transfer: CurlTransfer) {
         if transfer.connectionPort != 0 { leaveConnection(transfer) }
         guard port != 0 else { return }

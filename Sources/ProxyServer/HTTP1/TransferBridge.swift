@@ -41,11 +41,20 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
         var responseBytes = 0
         var curlResponsePaused = false
         var drainScheduled = false
-        /// The response comes over HTTP/2 on a connection that may carry other transfers: libcurl 7.88 pauses an
-        /// HTTP/2 transfer coarsely (a paused one can hold the whole connection), so it is not paused, and its queue
-        /// counts against the shared bound. False while the engine says it is alone (`mayPause`, `connectionShared`).
-        var upstreamMultiplexed = false
-        var sawHTTP2 = false
+        var upstream = Upstream.dedicated
+    }
+
+    /// How the response's connection is shared. libcurl 7.88 pauses an HTTP/2 transfer coarsely (a paused one can
+    /// hold the whole connection), so one that may share its connection is not paused, and its queue counts against
+    /// the shared bound.
+    private enum Upstream {
+        /// HTTP/1: the connection is the transfer's own; it pauses past the high-water mark.
+        case dedicated
+        /// HTTP/2, other transfers may share the connection: never paused, bounded instead.
+        case shared
+        /// HTTP/2, the engine says it is alone on its connection (`mayPause`): paused like `dedicated`, until
+        /// `connectionShared`.
+        case alone
     }
 
     static let highWater = 256 * 1024
@@ -72,7 +81,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
 
     deinit {
         state.withLock { state in
-            if state.upstreamMultiplexed { backlog.release(state.responseBytes) }
+            if state.upstream == .shared { backlog.release(state.responseBytes) }
         }
     }
 
@@ -127,7 +136,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
             state.events.removeFirst()
             if case .body(let buffer) = first {
                 state.responseBytes -= buffer.readableBytes
-                if state.upstreamMultiplexed { backlog.release(buffer.readableBytes) }
+                if state.upstream == .shared { backlog.release(buffer.readableBytes) }
             }
             let resume = state.curlResponsePaused && state.responseBytes < TransferBridge.lowWater
             if resume { state.curlResponsePaused = false }
@@ -138,7 +147,7 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     // MARK: curl side (inside curl's callbacks)
 
     func didReceiveHead(_ head: ResponseHead) {
-        if head.version.major >= 2 { state.withLock { $0.upstreamMultiplexed = true; $0.sawHTTP2 = true } }
+        if head.version.major >= 2 { state.withLock { $0.upstream = .shared } }
         enqueue(.head(head), bytes: 0)
     }
 
@@ -148,12 +157,12 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
 
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer, mayPause: () -> Bool) -> BodyFlow {
         let refusal = state.withLock { state -> BodyFlow? in
-            if state.upstreamMultiplexed, state.responseBytes >= TransferBridge.highWater, mayPause() {
+            if state.upstream == .shared, state.responseBytes >= TransferBridge.highWater, mayPause() {
                 // Alone on its connection: paused as an HTTP/1 transfer is, its queue no longer the shared bound's.
-                state.upstreamMultiplexed = false
+                state.upstream = .alone
                 backlog.release(state.responseBytes)
             }
-            if state.upstreamMultiplexed {
+            if state.upstream == .shared {
                 let refusal: String
                 // What an HTTP/2 response may queue while other transfers may share its connection: past it the
                 // exchange fails (its client stream is reset) rather than pause them all.
@@ -186,14 +195,14 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
 
     func connectionShared() {
         state.withLock { state in
-            guard !state.upstreamMultiplexed, state.sawHTTP2 else { return }
-            state.upstreamMultiplexed = true
+            guard state.upstream == .alone else { return }
+            state.upstream = .shared
             state.curlResponsePaused = false  // (the engine resumes it)
             backlog.hold(state.responseBytes)
         }
     }
 
-        func provideRequestBody(into target: UnsafeMutableRawBufferPointer) -> BodyFlow {
+    func provideRequestBody(into target: UnsafeMutableRawBufferPointer) -> BodyFlow {
         var resumeClient = false
         let flow = state.withLock { state -> BodyFlow in
             var copied = 0
