@@ -138,13 +138,58 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
         return (String(authority), defaultPort)
     }
 
-    /// Splits an origin-form target `/path?query` into its path and query.
+    /// Splits an origin-form target `/path?query` into its path and query. A fragment (`#…`, which a client must
+    /// not send, RFC 9112 §3.2) is dropped, as libcurl drops it from the URL it sends: the rules and logs see the
+    /// request that leaves.
     public static func splitTarget(_ target: Substring) -> (String, String?) {
+        var target = target
+        if let hash = target.utf8.firstIndex(of: UInt8(ascii: "#")) { target = target[..<hash] }
         if let question = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
             let path = String(target[..<question])
             return (path.isEmpty ? "/" : path, String(target[target.utf8.index(after: question)...]))
         }
         return (target.isEmpty ? "/" : String(target), nil)
+    }
+
+    /// Absolute path `path` with its dot segments removed (RFC 3986 §5.2.4): `.` dropped, `..` taking the segment
+    /// before it away, never above the root; `%2E` counts as `.` (RFC 3986 §6.2.2.2: the same character). Empty
+    /// segments and everything else stay as written. `/a/./b/../c` → `/a/c`, `/../x` → `/x`, `/a/..` → `/`.
+    public static func removingDotSegments(_ path: String) -> String {
+        guard path.utf8.contains(UInt8(ascii: ".")) || path.utf8.contains(UInt8(ascii: "%")) else { return path }
+        var segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        if segments.first?.isEmpty == true { segments.removeFirst() }
+        var kept: [Substring] = []
+        for (index, segment) in segments.enumerated() {
+            let isLast = index == segments.count - 1
+            switch dotCount(segment) {
+            case 1: if isLast { kept.append("") }
+            case 2:
+                if !kept.isEmpty { kept.removeLast() }
+                if isLast { kept.append("") }
+            default: kept.append(segment)
+            }
+        }
+        return "/" + kept.joined(separator: "/")
+    }
+
+    /// 1 for a segment `.`, 2 for `..` (either spelled with `%2E`), else 0.
+    private static func dotCount(_ segment: Substring) -> Int {
+        var dots = 0
+        var bytes = segment.utf8[...]
+        while let first = bytes.first {
+            if first == UInt8(ascii: ".") {
+                bytes = bytes.dropFirst()
+            } else if bytes.count >= 3, first == UInt8(ascii: "%"),
+                      bytes.dropFirst().first == UInt8(ascii: "2"),
+                      bytes.dropFirst(2).first.map({ $0 | 0x20 }) == UInt8(ascii: "e") {
+                bytes = bytes.dropFirst(3)
+            } else {
+                return 0
+            }
+            dots += 1
+            if dots > 2 { return 0 }
+        }
+        return dots
     }
 
     public static func defaultPort(for scheme: String) -> Int {

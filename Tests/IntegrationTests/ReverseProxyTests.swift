@@ -68,6 +68,22 @@ struct ReverseProxyTests {
         }
     }
 
+    @Test("dot segments cannot climb out of the route's path prefix (`/../x` and `%2e%2e` both stay under it)")
+    func dotSegmentsStayUnderThePrefix() async throws {
+        let directory = try TemporaryDirectory()
+        try await withOrigin { origin in
+            try await withReverseProxy(["127.0.0.1:0=http://127.0.0.1:\(origin.port)/echo/base"], in: directory) { _, listeners in
+                let listener = try #require(listeners.first)
+                for (target, expected) in [("/../secret", "/echo/base/secret"), ("/a/%2e%2e/%2E%2e/x?y=../z", "/echo/base/x?y=../z")] {
+                    let response = try await Reverse.curl("\(listener.url)\(target)", ["--path-as-is"])
+                    #expect(response.status == 200, "\(target): \(response.stderr)")
+                    #expect(response.header("X-Target") == expected, "\(target)")
+                }
+                #expect(origin.requests.map(\.target) == ["/echo/base/secret", "/echo/base/x?y=../z"])
+            }
+        }
+    }
+
     @Test("a respond rule answers on the reverse listener; the origin gets nothing")
     func respondRule() async throws {
         let directory = try TemporaryDirectory()

@@ -15,6 +15,14 @@ struct ProxyURLTextTests {
         #expect(ProxyURL(string: url.description) == url)
     }
 
+    @Test("an origin-form target's fragment is dropped (libcurl never sends it): rules and logs see what leaves")
+    func originFormFragmentDropped() {
+        #expect(ProxyURL.splitTarget("/a/b#frag") == ("/a/b", nil))
+        #expect(ProxyURL.splitTarget("/a?x=1#frag?y") == ("/a", "x=1"))
+        #expect(ProxyURL.splitTarget("#only") == ("/", nil))
+        #expect(ProxyURL(string: "http://h.test/p?q#f")?.description == "http://h.test/p?q")
+    }
+
     @Test func authorityShowsThePortOnlyWhenNotTheDefaultAndBracketsIPv6() {
         #expect(ProxyURL(scheme: "http", host: "h.test", port: 80, path: "/").authority == "h.test")
         #expect(ProxyURL(scheme: "http", host: "h.test", port: 8080, path: "/").authority == "h.test:8080")

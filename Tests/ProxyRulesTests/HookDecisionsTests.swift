@@ -83,6 +83,9 @@ import Testing
         let base = ProxyURL(scheme: "https", host: "a.test", path: "/x/y", query: "q=1")
         #expect(RedirectFollower.resolve("z", against: base)?.description == "https://a.test/x/z")
         #expect(RedirectFollower.resolve("../z", against: base)?.description == "https://a.test/z")
+        // RFC 3986 §5.4.1: a reference ending in a dot segment resolves to a directory (a trailing slash).
+        #expect(RedirectFollower.resolve("..", against: base)?.description == "https://a.test/")
+        #expect(RedirectFollower.resolve(".", against: base)?.description == "https://a.test/x/")
         #expect(RedirectFollower.resolve("?p=2", against: base)?.description == "https://a.test/x/y?p=2")
         #expect(RedirectFollower.resolve("//b.test/w", against: base)?.description == "https://b.test/w")
         #expect(RedirectFollower.resolve("  ", against: base) == nil)

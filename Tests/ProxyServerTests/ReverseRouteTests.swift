@@ -46,6 +46,11 @@ import Testing
         ("http://o.example/v2/", "/users", nil, "http://o.example/v2/users"),
         ("http://o.example/v2", "/", nil, "http://o.example/v2/"),
         ("https://o.example:8443/a/b", "/c/d", "x=1", "https://o.example:8443/a/b/c/d?x=1"),
+        // Under a prefix, dot segments cannot climb out of it; without one the path goes on as written.
+        ("http://o.example/v2", "/../admin", nil, "http://o.example/v2/admin"),
+        ("http://o.example/v2/", "/a/%2e%2e/%2E%2E/../admin", "k=..", "http://o.example/v2/admin?k=.."),
+        ("http://o.example/v2", "/a/./b/..", nil, "http://o.example/v2/a/"),
+        ("http://o.example", "/../admin", nil, "http://o.example/../admin"),
     ])
     func thePathPrefixJoinsWithOneSlash(_ target: String, _ path: String, _ query: String?, _ expected: String) throws {
         let route = try ReverseRoute(parsing: "127.0.0.1:0=\(target)")

@@ -76,7 +76,7 @@ public struct RedirectFollower: Sendable {
             path = base.path
         } else if !target.hasPrefix("/") {
             let directory = base.path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-            path = normalize(directory + "/" + path)
+            path = ProxyURL.removingDotSegments(directory + "/" + path)
         }
         return ProxyURL(scheme: base.scheme, host: base.host, port: base.port, path: path, query: query)
     }
@@ -96,19 +96,6 @@ public struct RedirectFollower: Sendable {
 
     private static func isLetter(_ byte: UInt8) -> Bool {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-    }
-
-    /// Removes `.` and `..` segments.
-    private static func normalize(_ path: String) -> String {
-        var segments: [Substring] = []
-        for segment in path.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
-            switch segment {
-            case ".": continue
-            case "..": if !segments.isEmpty { segments.removeLast() }
-            default: segments.append(segment)
-            }
-        }
-        return "/" + segments.joined(separator: "/")
     }
 
     /// `rewrite.from` is a prefix of the absolute Location; nil when it does not apply.

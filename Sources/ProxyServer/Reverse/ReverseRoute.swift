@@ -70,10 +70,14 @@ public struct ReverseRoute: Sendable, Hashable, CustomStringConvertible {
 
     /// The upstream URL of a request whose target is `path` (and `query`): the route's path prefix, then `path`,
     /// with one `/` between them. `/v2` + `/users` → `/v2/users`; `/v2/` + `/` → `/v2/`; `/` + `/users` → `/users`.
+    /// Under a prefix, `path`'s dot segments are removed first (as nginx and the origin itself would), so a
+    /// `/../admin` stays inside it: `/v2` + `/../admin` → `/v2/admin`, not `/v2/../admin`, which the origin reads as
+    /// `/admin`. Without one the path goes on as the client wrote it.
     public func upstreamURL(path: String, query: String?) -> ProxyURL {
         var prefix = target.path
         while prefix.hasSuffix("/") { prefix.removeLast() }
-        let suffix = path.hasPrefix("/") ? path : "/" + path
+        var suffix = path.hasPrefix("/") ? path : "/" + path
+        if !prefix.isEmpty { suffix = ProxyURL.removingDotSegments(suffix) }
         return ProxyURL(scheme: target.scheme, host: target.host, port: target.port, path: prefix + suffix, query: query)
     }
 
