@@ -11,7 +11,8 @@ import Darwin
 /// Every entry is checked before anything is sent: a file that is not JSON, not a HAR, or holds an entry without a
 /// method, a URL or a status, an invalid header or an undecodable body is a `ReplayInputError` naming the entry.
 /// Hops after the first of a redirect that hookproxy followed (`_hookproxy.hop` > 0) are not sent: they belong to
-/// the chain of the hop-0 entry before them from the same client, whose recorded outcome becomes the last hop's.
+/// the chain of the hop-0 entry before them from the same client, whose recorded outcome becomes the last hop's. A
+/// hop without that entry before it (a filtered export) is sent in its place.
 public enum HARReader {
     public static func load(path: String) throws(ReplayInputError) -> [ReplayEntry] {
         let data = try read(path)
@@ -143,19 +144,20 @@ public enum HARReader {
             let recorded = ReplayEntry.Recorded(
                 status: entry.response.status,
                 size: max(-1, entry.response.content?.size ?? entry.response.bodySize ?? -1))
-            if hop > 0 {
-                if let chain = chains[client], chain.hop == hop - 1 {
-                    result[chain.index].recorded = recorded
-                    chains[client] = (chain.index, hop)
-                }
-                continue  // a hop hookproxy followed: the rules follow it again when its chain is sent
+            // A later hop of a redirect hookproxy followed: the rules follow it again when its chain is sent. (Hops
+            // left out of the file in between do not break the chain.) A hop whose chain is not in the file (a
+            // filtered export) is sent as the chain's first: the hops after it fold into it.
+            if hop > 0, let chain = chains[client], chain.hop < hop {
+                result[chain.index].recorded = recorded
+                chains[client] = (chain.index, hop)
+                continue
             }
             do throws(EntryProblem) {
                 result.append(try request(entry, number: number, recorded: recorded))
             } catch {
                 throw ReplayInputError(path: path, entry: number, problem: error.message)
             }
-            if !client.isEmpty { chains[client] = (result.count - 1, 0) }
+            if !client.isEmpty { chains[client] = (result.count - 1, hop) }
         }
         return result
     }
@@ -176,6 +178,9 @@ public enum HARReader {
         }
         guard ProxyURL(string: request.url) != nil else {
             throw EntryProblem(message: "request.url '\(request.url.prefix(200))' is not a valid http(s) URL")
+        }
+        guard !request.url.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+            throw EntryProblem(message: "request.url holds a line break or another control character (percent-encode it)")
         }
         let recordedHeaders = request.headers ?? []
         for (index, field) in recordedHeaders.enumerated() {

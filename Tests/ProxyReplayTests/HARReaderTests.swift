@@ -90,11 +90,26 @@ struct HARReaderTests {
             Self.entry("GET", "http://h.example/other", status: 204, size: 0, hookproxy: "{\(other),\"hop\":0}"),
             Self.entry("GET", "http://h.example/r1", status: 302, size: 0, hookproxy: "{\(client),\"hop\":1}"),
             Self.entry("GET", "http://h.example/r0", status: 200, size: 11, hookproxy: "{\(client),\"hop\":2}"),
-            Self.entry("GET", "http://h.example/orphan", status: 200, size: 1, hookproxy: "{\(other),\"hop\":4}"),
+            Self.entry("GET", "http://h.example/later", status: 200, size: 1, hookproxy: "{\(other),\"hop\":4}"),
         ]))
         #expect(entries.map(\.url) == ["http://h.example/r2", "http://h.example/other"])
         #expect(entries.map(\.number) == [1, 2])
-        #expect(entries.map(\.recorded) == [.init(status: 200, size: 11), .init(status: 204, size: 0)])
+        #expect(entries.map(\.recorded) == [.init(status: 200, size: 11), .init(status: 200, size: 1)],
+                "hops left out between two of a chain do not break it")
+    }
+
+    @Test("a hop whose first hop is not in the file (a filtered export) is sent in its place, not dropped")
+    func hopWithoutItsChain() throws {
+        let client = #""client":"127.0.0.1:5000""#
+        let entries = try Self.load(Self.har([
+            Self.entry("GET", "http://h.example/r1", status: 302, size: 0, hookproxy: "{\(client),\"hop\":1}"),
+            Self.entry("GET", "http://h.example/r0", status: 200, size: 3, hookproxy: "{\(client),\"hop\":2}"),
+            Self.entry("GET", "http://h.example/again", status: 200, size: 4, hookproxy: "{\(client),\"hop\":1}"),
+        ]))
+        #expect(entries.map(\.url) == ["http://h.example/r1", "http://h.example/again"])
+        #expect(entries.map(\.number) == [1, 3])
+        #expect(entries.map(\.recorded) == [.init(status: 200, size: 3), .init(status: 200, size: 4)])
+        #expect(entries.allSatisfy { $0.disposition == .send })
     }
 
     @Test("not sent: a truncated body or a redacted URL (failures); another scheme or an upgrade (skipped)")
@@ -141,6 +156,8 @@ struct HARReaderTests {
          "in.har: entry 1: request.method 'G T' is not an HTTP method"),
         (#"{"log":{"entries":[{"request":{"method":"GET","url":"http://bad host/"},"response":{"status":200}}]}}"#,
          "in.har: entry 1: request.url 'http://bad host/' is not a valid http(s) URL"),
+        (#"{"log":{"entries":[{"request":{"method":"GET","url":"http://a/x\r\nX-Evil: 1"},"response":{"status":200}}]}}"#,
+         "in.har: entry 1: request.url holds a line break or another control character"),
         (#"{"log":{"entries":[{"request":{"method":"GET","url":"http://a/","headers":[{"name":"X","value":"a\r\nB: c"}]},"response":{"status":1}}]}}"#,
          "in.har: entry 1: request.headers[0] (X) holds a line break or NUL"),
         (#"{"log":{"entries":[{"request":{"method":"POST","url":"http://a/","postData":{"text":"%%%","_encoding":"base64"}},"response":{"status":1}}]}}"#,
