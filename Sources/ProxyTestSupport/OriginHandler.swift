@@ -43,6 +43,8 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     var httpHandlers: [any RemovableChannelHandler] = []
     var incoming: Incoming?
     var stream: Stream?
+    /// Streamed body bytes written to the channel whose write has not completed yet.
+    var queuedBytes = 0
     var closeAfterResponse = false
     var active = true
 
@@ -163,8 +165,15 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
             let slice = PatternBuffer.slice(at: current.position, limit: current.end - current.position)
             current.position += Int64(slice.readableBytes)
             stream = current
-            configuration.recorder.state.withLock { [count = slice.readableBytes] in $0.bytesStreamed += count }
-            context.write(wrapOutboundOut(.body(.byteBuffer(slice))), promise: nil)
+            let count = slice.readableBytes
+            queuedBytes += count
+            configuration.recorder.state.withLock { [queuedBytes] in
+                $0.bytesStreamed += count
+                $0.peakQueuedBytes = max($0.peakQueuedBytes, queuedBytes)
+            }
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.assumeIsolated().whenComplete { [self] _ in queuedBytes -= count }
+            context.write(wrapOutboundOut(.body(.byteBuffer(slice))), promise: written)
             if !current.chunked || current.position == current.end || !context.channel.isWritable {
                 context.flush()
             }

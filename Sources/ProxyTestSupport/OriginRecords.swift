@@ -59,6 +59,8 @@ final class OriginRecorder: Sendable {
         var digestSuccesses = 0
         /// Body bytes of `/bytes`, `/chunked` and `/close-mid-body` handed to the socket so far, all requests.
         var bytesStreamed = 0
+        /// The most streamed body bytes queued on one socket and not yet written to it, at any moment.
+        var peakQueuedBytes = 0
         var openChannels: [Int: any ChannelCloser] = [:]
         /// `/held?key=K` responses waiting for `release(K)`, and the keys already released.
         var held: [String: [@Sendable () -> Void]] = [:]

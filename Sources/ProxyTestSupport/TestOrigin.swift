@@ -151,6 +151,9 @@ public final class TestOrigin: Sendable {
     /// Body bytes the streaming routes (`/bytes`, `/chunked`, `/close-mid-body`) have written so far: how far the
     /// origin got ahead of a slow reader (it writes only while its socket takes more).
     public var bytesStreamed: Int { recorder.state.withLock { $0.bytesStreamed } }
+    /// The most streamed body bytes one connection had queued and not yet written to its socket: stays near the
+    /// channel's write-buffer high-water mark when the origin streams and does not buffer.
+    public var peakQueuedBytes: Int { recorder.state.withLock { $0.peakQueuedBytes } }
 }
 
 /// Closes one accepted channel from any thread.

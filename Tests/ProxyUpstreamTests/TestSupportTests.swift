@@ -228,9 +228,12 @@ struct TestOriginStreamingTests {
                                             "\(origin.baseURL)/bytes/\(1 << 30)"], timeout: .seconds(120))
         #expect(result.exitCode == 0)
         #expect(result.stdoutText == String(1 << 30))
+        // What the origin queued and had not yet written: a buffering origin would queue most of the gibibyte.
+        #expect(origin.peakQueuedBytes < 4 << 20, "the origin queued \(origin.peakQueuedBytes) bytes at once")
         let growth = Self.residentBytes() - before
-        // Other suites run in parallel in this process, so the bound is loose; buffering the body would add 1 GiB.
-        #expect(growth < 256 << 20, "resident memory grew by \(growth) bytes")
+        // Other suites run in parallel in this process and allocate hundreds of MiB (a CI run saw 258 MiB), so
+        // this bound only catches a gibibyte held in memory.
+        #expect(growth < 768 << 20, "resident memory grew by \(growth) bytes")
         }
     }
 }
