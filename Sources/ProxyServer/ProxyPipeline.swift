@@ -27,7 +27,7 @@ enum ProxyPipeline {
         if let tls, let reverse {
             try pipeline.addHandler(NIOSSLServerHandler(context: tls))
             try pipeline.addHandler(InterceptionWatcher(host: reverse.target.host, proxy: context))
-            // HTTP/2 when the listener's certificate context offers it (the CA-minted one does) and the client picks it.
+            // HTTP/2 when the client picks it (both kinds of listener certificate offer `h2` and `http/1.1`).
             try NegotiatedPipeline.addHandlers(to: pipeline, context: context, impliedScheme: reverse.target.scheme,
                                                reverse: reverse)
             return

@@ -172,6 +172,7 @@ struct ReverseProxyTests {
                 #expect(response.bodyText == "head-test body\n")
                 #expect(response.stderr.contains("subject: CN=localhost"), "\(response.stderr)")
                 #expect(response.stderr.contains("hookproxy CA"), "issued by hookproxy's CA: \(response.stderr)")
+                #expect(response.stderr.contains("ALPN: server accepted h2"), "HTTP/2 offered: \(response.stderr)")
                 #expect(origin.requests.first?.header("Host") == "localhost:\(origin.port)")
                 let records = await Hooks.records(proxy)
                 #expect(records.first?.url == "https://localhost:\(origin.port)/head-test")
@@ -203,6 +204,7 @@ struct ReverseProxyTests {
                 #expect(response.status == 200)
                 #expect(response.header("X-Target") == "/echo/a")
                 #expect(response.stderr.contains("hookproxy test intermediate I"), "the user's chain: \(response.stderr)")
+                #expect(response.stderr.contains("ALPN: server accepted h2"), "HTTP/2 offered: \(response.stderr)")
                 #expect(origin.requests.first?.header("Host") == "127.0.0.1:\(origin.port)")
                 #expect(!FileManager.default.fileExists(atPath: directory.path + "/ca"), "no CA is needed")
             }

@@ -44,7 +44,7 @@ enum ReverseCertificate {
         }
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
-        configuration.applicationProtocols = ["http/1.1"]
+        configuration.applicationProtocols = NegotiatedPipeline.offeredProtocols  // as a minted leaf's listener
         do {
             return try NIOSSLContext(configuration: configuration)
         } catch {
