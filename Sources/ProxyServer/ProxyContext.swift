@@ -217,4 +217,12 @@ final class ConnectionTracker: Sendable {
 
     var exchangesInFlight: Int { state.withLock { $0.exchanges } }
     var openChannels: [any Channel] { state.withLock { Array($0.channels.values) } }
+
+    /// Set by `ProxyServer.shutdown` when the grace period is over, before it closes what is still open: an exchange
+    /// cut off then is logged as hookproxy's doing, not as the client leaving.
+    private let cutOff = Atomic<Bool>(false)
+    func cutOffForShutdown() { cutOff.store(true, ordering: .relaxed) }
+    var cutOffByShutdown: Bool { cutOff.load(ordering: .relaxed) }
+    /// What such an exchange's log says.
+    static let shutdownCutOff = "shut down before the exchange ended (the shutdown grace period was over)"
 }

@@ -164,6 +164,7 @@ public final class ProxyServer: Sendable {
         while context.connections.exchangesInFlight > 0 && inGrace {
             try? await Task.sleep(for: .milliseconds(20))
         }
+        context.connections.cutOffForShutdown()
         for channel in context.connections.openChannels {
             try? await channel.close()
         }

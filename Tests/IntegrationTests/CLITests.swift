@@ -38,7 +38,7 @@ struct CLITests {
         #expect(status == 0, "exit status after SIGTERM: \(String(describing: status)); stderr: \(cli.stderrText)")
     }
 
-    @Test("a second SIGINT during shutdown cuts the 5 s grace short: exit 0 at once, the JSONL log complete")
+    @Test("a second SIGINT during shutdown cuts the 5 s grace short: exit 0 at once, the JSONL log complete and naming the cut")
     func secondSignalEndsGrace() async throws {
         let workdir = try TemporaryDirectory()
         let jsonl = workdir.path + "/flows.jsonl"
@@ -67,6 +67,8 @@ struct CLITests {
             let lines = try String(contentsOfFile: jsonl, encoding: .utf8).split(separator: "\n")
             #expect(lines.count == 1, "the cut-off download is logged: \(lines)")
             #expect(lines.allSatisfy { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) != nil })
+            // hookproxy cut it off, not the client: the log says so
+            #expect(lines.first?.contains("hookproxy: shut down before the exchange ended") == true, "\(lines)")
         }
     }
 

@@ -178,6 +178,7 @@ final class Exchange {
         case .length(let length): "\(requestBodySize) of \(length) bytes"
         case .chunked, .none: "\(requestBodySize) bytes so far"
         }
+        if proxy.connections.cutOffByShutdown { machine.clientTimedOut(ConnectionTracker.shutdownCutOff) }
         let actions = machine.clientClosed(requestProgress: progress)
         handler = nil
         stopPacing()
