@@ -29,8 +29,9 @@ struct WebSocketCloseHandshakeTests {
                 let took = ContinuousClock.now - start
                 client.close()
                 #expect(WebSocketWire.frames(rest).isEmpty, "the client gets no close frame it did not get from the server")
-                // --idle-timeout, and at most a quarter more (the first check once came a whole timeout in: two in all).
-                #expect(took >= .milliseconds(1900) && took < .milliseconds(3300), "let go after \(took) (--idle-timeout 2s)")
+                // At --idle-timeout (PeerProgressTests pin the 1¼ bound), not held while the peer stays connected: the
+                // upper bound is loose because a loaded machine runs the checks late (a CI run: 4.3 s).
+                #expect(took >= .milliseconds(1900) && took < .seconds(10), "let go after \(took) (--idle-timeout 2s)")
                 // The server got the client's close frame, as the client sent it.
                 #expect(await eventually(timeout: .seconds(10)) {
                     WebSocketWire.framesAfterHead(origin.received).contains { $0.closeCode == 1000 && $0.closeReason == "bye" }
@@ -116,8 +117,9 @@ struct WebSocketCloseHandshakeTests {
                 let took = ContinuousClock.now - start
                 client.close()
                 #expect(frames.map(\.closeCode) == [1001], "only the server's close frame: \(frames)")
-                // --idle-timeout, and at most a quarter more (the first check once came a whole timeout in: two in all).
-                #expect(took >= .milliseconds(1900) && took < .milliseconds(3300), "let go after \(took) (--idle-timeout 2s)")
+                // At --idle-timeout (PeerProgressTests pin the 1¼ bound), not held while the peer stays connected: the
+                // upper bound is loose because a loaded machine runs the checks late (a CI run: 4.3 s).
+                #expect(took >= .milliseconds(1900) && took < .seconds(10), "let go after \(took) (--idle-timeout 2s)")
                 #expect(await eventually(timeout: .seconds(10)) { origin.openConnections == 0 },
                         "hookproxy closed the server's connection")
                 #expect(await WebSocketAdversarialTests.socketsReleased(proxy, upstreamPort: origin.port))
