@@ -656,11 +656,18 @@ struct HardeningLeakTests {
                     try await client.send(rawRequest("POST \(origin.baseURL)/echo HTTP/1.1",
                                                      ["Host: 127.0.0.1:\(origin.port)", "Content-Length: \(body.utf8.count)"], body: body))
                 }
+                let left = ContinuousClock.now
                 let records = await proxy.recorder.waitFor(count: 1)
+                let noticed = ContinuousClock.now - left
                 #expect(records.first?.error?.contains("client closed") == true, "\(records.map(\.error))")
                 // negative, so bounded: the transform's budget is 2 s; a transfer it started would reach the origin
                 let reached = await eventually(timeout: .seconds(5)) { !origin.requests.isEmpty }
-                #expect(!reached, "the transform started a transfer after the client left")
+                // The transform ends within its 2 s budget however loaded the machine is; the proxy's loop may not
+                // have read the close by then (a CI-like run beside two builds took 30 s for this test): a transfer
+                // started before the close was read is right. Judged only when the close was read well before.
+                if noticed < .seconds(1) {
+                    #expect(!reached, "the transform started a transfer after the client left (close read after \(noticed))")
+                }
             }
         }
     }
