@@ -62,7 +62,8 @@ struct CLITests {
             let status = await cli.waitForExit(timeout: .seconds(15))
             let took = ContinuousClock.now - second
             #expect(status == 0, "stderr: \(cli.stderrText)")
-            #expect(took < .seconds(3), "exited \(took) after the second signal (the grace period is 5 s)")
+            // The grace period would end 4.7 s after the second signal: under that, and loose for a loaded machine.
+            #expect(took < .milliseconds(4200), "exited \(took) after the second signal (the grace period is 5 s)")
             #expect(cli.stderrText.contains("second signal"), "\(cli.stderrText)")
             let lines = try String(contentsOfFile: jsonl, encoding: .utf8).split(separator: "\n")
             #expect(lines.count == 1, "the cut-off download is logged: \(lines)")

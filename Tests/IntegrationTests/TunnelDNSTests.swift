@@ -53,7 +53,8 @@ struct TunnelDNSTests {
                     let response = try await client.readResponse(method: "CONNECT")
                     let took = ContinuousClock.now - started
                     #expect(response.status == 200, "CONNECT \(target): \(response.status) \(response.bodyText)")
-                    #expect(took < .seconds(3), "CONNECT \(target) waited \(took) behind the stuck lookups")
+                    // Behind the stuck lookups it would wait for --connect-timeout (5 s): the bound leaves a loaded machine room.
+                    #expect(took < .milliseconds(4500), "CONNECT \(target) waited \(took) behind the stuck lookups")
                 }
             }
             try await group.waitForAll()

@@ -66,13 +66,13 @@ struct TunnelResolverTests {
         #expect(await eventually { lookups.running == 6 })
 
         let other = Lookup("fast.test", lookups: lookups)
-        #expect(await eventually(timeout: .seconds(2)) { other.v4.settled && other.v6.settled }, "held up behind the stuck lookups")
+        #expect(await eventually(timeout: .seconds(10)) { other.v4.settled && other.v6.settled }, "held up behind the stuck lookups")
         #expect(other.v4.addresses == ["127.0.0.1"])
         #expect(other.v6.addresses == [])
 
         // Happy Eyeballs gave up (or the client left): both queries answer now, the lookup still running.
         stuck[0].resolver.cancelQueries()
-        #expect(await eventually(timeout: .seconds(2)) { stuck[0].v4.settled && stuck[0].v6.settled })
+        #expect(await eventually(timeout: .seconds(10)) { stuck[0].v4.settled && stuck[0].v6.settled })
         #expect(stuck[0].v4.error == "lookup of slow0.test abandoned")
         #expect(stuck.dropFirst().allSatisfy { !$0.v4.settled })
 
@@ -95,7 +95,7 @@ struct TunnelResolverTests {
         #expect(!waiting.v4.settled)
 
         dropped.resolver.cancelQueries()
-        #expect(await eventually(timeout: .seconds(2)) { dropped.v4.settled && dropped.v6.settled })
+        #expect(await eventually(timeout: .seconds(10)) { dropped.v4.settled && dropped.v6.settled })
         #expect(dropped.v6.error == "lookup of dropped.test abandoned")
 
         dns.release()
