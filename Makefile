@@ -26,8 +26,9 @@ PY_TEST_MODULES := haralyzer, jsonschema, websockets, selenium, schemathesis, gr
 # BiDi, which it speaks itself). Test-only: not in SYSTEM_PACKAGES, which the Docker image (it builds and runs
 # hookproxy, never its tests) mirrors.
 BROWSER_TEST_PACKAGES := chromium chromium-driver firefox-esr
-# Where the browser test saves the README's picture of the viewer.
-VIEWER_SCREENSHOT := docs/viewer.png
+# Where the browser test saves its picture of the viewer: under .build, so `make test` leaves the checkout as it was.
+# `make viewer-test VIEWER_SCREENSHOT=docs/viewer.png` renews the README's picture.
+VIEWER_SCREENSHOT ?= .build/viewer.png
 
 .PHONY: deps pydeps browserdeps viewer-test build run test check bench callgrind startup-order print-build-flags soak docker-lint clean fuzz
 
