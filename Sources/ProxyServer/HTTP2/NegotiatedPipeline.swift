@@ -67,6 +67,7 @@ enum NegotiatedPipeline {
                 // complete for the idle timeout: the request handler ends its exchange, as on HTTP/1. (The
                 // connection's own watch sees only the connection, which the client's other frames keep alive.)
                 try streamPipeline.addHandler(IdleStateHandler(writeTimeout: idle))
+                try streamPipeline.addHandler(RequestAuthority(implied: impliedAuthority ?? reverse?.target.authority))
                 try streamPipeline.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
                 try streamPipeline.addHandler(ProxyRequestHandler(context: context, impliedScheme: impliedScheme,
                                                                   impliedAuthority: impliedAuthority, reverse: reverse))
