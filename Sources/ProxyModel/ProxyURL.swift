@@ -154,28 +154,81 @@ public struct ProxyURL: Sendable, Hashable, CustomStringConvertible {
     /// Absolute path `path` with its dot segments removed (RFC 3986 §5.2.4): `.` dropped, `..` taking the segment
     /// before it away, never above the root; `%2E` counts as `.` (RFC 3986 §6.2.2.2: the same character). Empty
     /// segments and everything else stay as written. `/a/./b/../c` → `/a/c`, `/../x` → `/x`, `/a/..` → `/`.
+    /// Segments are split at the byte `/`: a `/` followed by a combining mark is one Swift `Character`, and splitting
+    /// by characters let `..` before such a slash through.
     public static func removingDotSegments(_ path: String) -> String {
         guard path.utf8.contains(UInt8(ascii: ".")) || path.utf8.contains(UInt8(ascii: "%")) else { return path }
-        var segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        var segments = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
         if segments.first?.isEmpty == true { segments.removeFirst() }
-        var kept: [Substring] = []
+        var kept: [Substring.UTF8View] = []
         for (index, segment) in segments.enumerated() {
             let isLast = index == segments.count - 1
             switch dotCount(segment) {
-            case 1: if isLast { kept.append("") }
+            case 1: if isLast { kept.append(Substring().utf8) }
             case 2:
                 if !kept.isEmpty { kept.removeLast() }
-                if isLast { kept.append("") }
+                if isLast { kept.append(Substring().utf8) }
             default: kept.append(segment)
             }
         }
-        return "/" + kept.joined(separator: "/")
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(path.utf8.count)
+        for segment in kept {
+            bytes.append(UInt8(ascii: "/"))
+            bytes.append(contentsOf: segment)
+        }
+        if bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
+        // Cut at ASCII `/` only, so every piece is whole UTF-8: nothing is repaired.
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The first segment of `path` that an origin could take for a dot segment though RFC 3986 does not: one whose
+    /// parts between `%2F`, `%5C` or a backslash include `.` or `..` (nginx decodes `%2F` before it resolves dot
+    /// segments, IIS takes `\` for `/`), or whose part before a `;` is one (`..;` is `..` to Tomcat and Jetty).
+    /// Under a reverse route's prefix such a segment is refused: no rewrite of it is right for every origin.
+    public static func ambiguousDotSegment(in path: String) -> String? {
+        guard path.utf8.contains(UInt8(ascii: ".")) || path.utf8.contains(UInt8(ascii: "%")) else { return nil }
+        for segment in path.utf8.split(separator: UInt8(ascii: "/")) {
+            var parts: [Substring.UTF8View] = []
+            var rest = segment
+            while let cut = encodedSlash(in: rest) {
+                parts.append(rest[..<cut.lowerBound])
+                rest = rest[cut.upperBound...]
+            }
+            parts.append(rest)
+            let split = parts.count > 1
+            for part in parts {
+                let beforeParameters = part.firstIndex(of: UInt8(ascii: ";")).map { part[..<$0] } ?? part
+                if (split || beforeParameters.count < part.count) && dotCount(beforeParameters) > 0 {
+                    return String(decoding: segment, as: UTF8.self)
+                }
+            }
+        }
+        return nil
+    }
+
+    /// The first `%2F`, `%5C` (either case) or backslash in `bytes`.
+    private static func encodedSlash(in bytes: Substring.UTF8View) -> Range<Substring.UTF8View.Index>? {
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\\") { return index..<bytes.index(after: index) }
+            if byte == UInt8(ascii: "%"), bytes.distance(from: index, to: bytes.endIndex) >= 3 {
+                let high = bytes[bytes.index(index, offsetBy: 1)]
+                let low = bytes[bytes.index(index, offsetBy: 2)] | 0x20
+                if (high == UInt8(ascii: "2") && low == UInt8(ascii: "f")) || (high == UInt8(ascii: "5") && low == UInt8(ascii: "c")) {
+                    return index..<bytes.index(index, offsetBy: 3)
+                }
+            }
+            index = bytes.index(after: index)
+        }
+        return nil
     }
 
     /// 1 for a segment `.`, 2 for `..` (either spelled with `%2E`), else 0.
-    private static func dotCount(_ segment: Substring) -> Int {
+    private static func dotCount(_ segment: Substring.UTF8View) -> Int {
         var dots = 0
-        var bytes = segment.utf8[...]
+        var bytes = segment[...]
         while let first = bytes.first {
             if first == UInt8(ascii: ".") {
                 bytes = bytes.dropFirst()

@@ -50,20 +50,23 @@ final class H2TunnelClient: @unchecked Sendable {
     }
 
     /// `CONNECT host:port` through the proxy, then TLS offering `alpn`; HTTP/2 is set up when the server chose `h2`.
+    /// `tunnel: false` skips the CONNECT: TLS straight to `proxyPort` (a TLS `--reverse` listener), `host` as SNI.
     static func connect(proxyPort: Int, host: String = "localhost", port: Int, trustRoots: [Certificate],
-                        alpn: [String] = ["h2"]) async throws -> H2TunnelClient {
-        let reader = ConnectAnswerReader()
+                        alpn: [String] = ["h2"], tunnel: Bool = true) async throws -> H2TunnelClient {
+        let reader = tunnel ? ConnectAnswerReader() : nil
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(5))
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(reader) }
+                channel.eventLoop.makeCompletedFuture { if let reader { try channel.pipeline.syncOperations.addHandler(reader) } }
             }
             .connect(host: "127.0.0.1", port: proxyPort).get()
         do {
             let authority = "\(host):\(port)"
-            try await channel.writeAndFlush(ByteBuffer(string: "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n\r\n")).get()
-            let answer = try await withTimeout(channel, reader.answer.futureResult)
-            guard answer.hasPrefix("HTTP/1.1 200") else { throw TestSupportError("CONNECT refused: \(answer)") }
+            if let reader {
+                try await channel.writeAndFlush(ByteBuffer(string: "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n\r\n")).get()
+                let answer = try await withTimeout(channel, reader.answer.futureResult)
+                guard answer.hasPrefix("HTTP/1.1 200") else { throw TestSupportError("CONNECT refused: \(answer)") }
+            }
 
             let roots = try trustRoots.map { try NIOSSLCertificate(bytes: try $0.serializeAsPEM().derBytes, format: .der) }
             var configuration = TLSConfiguration.makeClientConfiguration()

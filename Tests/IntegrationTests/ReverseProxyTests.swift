@@ -80,6 +80,38 @@ struct ReverseProxyTests {
                     #expect(response.header("X-Target") == expected, "\(target)")
                 }
                 #expect(origin.requests.map(\.target) == ["/echo/base/secret", "/echo/base/x?y=../z"])
+                // What some origins resolve and RFC 3986 does not (nginx decodes %2F first, Tomcat drops ;params):
+                // refused, and nothing reaches the origin.
+                for target in ["/..%2fsecret", "/%2e%2e%5Csecret", "/..;/secret"] {
+                    let refused = try await Reverse.curl("\(listener.url)\(target)", ["--path-as-is"])
+                    #expect(refused.status == 400, "\(target): \(refused.stderr)")
+                    #expect(refused.bodyText.contains("may be a dot segment to the server"), "\(target): \(refused.bodyText)")
+                }
+                #expect(origin.requests.count == 2)
+            }
+        }
+    }
+
+    /// An HTTP/2 `:path` may carry bytes HTTP/1.1's parser refuses. A `/` followed by a combining mark is one Swift
+    /// Character: the dot segments were found by characters, the `..` before it stayed, and the origin, which reads
+    /// bytes, climbed out of the prefix to `/secret` (a review's find).
+    @Test("HTTP/2 to a TLS listener: a combining mark after a slash does not hide a dot segment")
+    func combiningMarkAfterASlash() async throws {
+        let directory = try TemporaryDirectory()
+        try await withOrigin { origin in
+            try await withReverseProxy(["https://127.0.0.1:0=http://127.0.0.1:\(origin.port)/echo/base"], in: directory) { proxy, listeners in
+                let listener = try #require(listeners.first)
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: listener.port, port: listener.port,
+                    trustRoots: [try proxy.server.certificateAuthority().certificate], tunnel: false)
+                defer { Task { await client.close() } }
+                for path in ["/../\u{338}\u{600}/../secret", "/../\u{200D}\u{600}/../secret"] {
+                    let response = try await client.openRaw([(":method", "GET"), (":scheme", "https"),
+                                                             (":authority", "localhost"), (":path", path)]).response()
+                    #expect(response.status == 200, "\(response)")
+                    #expect(response.header("x-target") == "/echo/base/secret", "\(response.headers)")
+                }
+                #expect(origin.requests.map(\.target) == ["/echo/base/secret", "/echo/base/secret"])
             }
         }
     }

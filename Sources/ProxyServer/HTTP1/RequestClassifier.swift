@@ -23,7 +23,7 @@ enum RequestClassifier {
         if let tunnel = impliedAuthority { return classify(head, inTunnelTo: tunnel, scheme: impliedScheme) }
         var headers = HeaderFields(head.headers)
         var url: ProxyURL
-        if uri.hasPrefix("/") || uri == "*" {
+        if uri.utf8.first == UInt8(ascii: "/") || uri == "*" {
             // origin-form (or `OPTIONS *`, as curl sends it through a proxy): the Host header names the target
             guard let authority = headers["host"], !authority.isEmpty else {
                 return .invalid("\(uri == "*" ? "asterisk-form" : "origin-form") request without a Host header")
@@ -58,7 +58,7 @@ enum RequestClassifier {
         else { return .invalid("invalid tunnel authority '\(tunnel.prefix(200))'") }
         var headers = HeaderFields(head.headers)
         var url: ProxyURL
-        if uri.hasPrefix("/") || uri == "*" {
+        if uri.utf8.first == UInt8(ascii: "/") || uri == "*" {
             let (path, query) = ProxyURL.splitTarget(Substring(uri))
             url = ProxyURL(scheme: scheme, host: host, port: port, path: path, query: query)
         } else if let absolute = ProxyURL(string: uri) {
@@ -86,7 +86,7 @@ enum RequestClassifier {
         if let refusal = hostRefusal(head) { return refusal }
         let path: String
         let query: String?
-        if uri.hasPrefix("/") || uri == "*" {
+        if uri.utf8.first == UInt8(ascii: "/") || uri == "*" {
             (path, query) = ProxyURL.splitTarget(Substring(uri))
         } else if let absolute = ProxyURL(string: uri) {
             let asterisk = head.method == .OPTIONS && absolute.query == nil && ProxyURL.hasEmptyPath(uri)
@@ -94,6 +94,7 @@ enum RequestClassifier {
         } else {
             return .invalid("request target must be a path or an absolute http(s) URL, got '\(uri.prefix(200))'")
         }
+        if let refusal = reverse.refusal(path: path) { return .invalid(refusal) }
         var url = reverse.upstreamURL(path: path == "*" ? "/" : path, query: query)
         // `OPTIONS *` asks about the server as a whole: the route's path does not apply.
         if path == "*" { url = .asterisk(scheme: url.scheme, host: url.host, port: url.port) }
@@ -112,7 +113,7 @@ enum RequestClassifier {
         if url.isAsterisk {
             return isOptions ? nil : .invalid("the request target '*' is for OPTIONS only, not \(head.method.rawValue)")
         }
-        if isOptions, url.path == "/", url.query == nil, !head.uri.hasPrefix("/"), ProxyURL.hasEmptyPath(head.uri) {
+        if isOptions, url.path == "/", url.query == nil, head.uri.utf8.first != UInt8(ascii: "/"), ProxyURL.hasEmptyPath(head.uri) {
             url = .asterisk(scheme: url.scheme, host: url.host, port: url.port)
         }
         return nil

@@ -75,10 +75,18 @@ public struct ReverseRoute: Sendable, Hashable, CustomStringConvertible {
     /// `/admin`. Without one the path goes on as the client wrote it.
     public func upstreamURL(path: String, query: String?) -> ProxyURL {
         var prefix = target.path
-        while prefix.hasSuffix("/") { prefix.removeLast() }
-        var suffix = path.hasPrefix("/") ? path : "/" + path
+        while prefix.utf8.last == UInt8(ascii: "/") { prefix.removeLast() }
+        var suffix = path.utf8.first == UInt8(ascii: "/") ? path : "/" + path
         if !prefix.isEmpty { suffix = ProxyURL.removingDotSegments(suffix) }
         return ProxyURL(scheme: target.scheme, host: target.host, port: target.port, path: prefix + suffix, query: query)
+    }
+
+    /// Why a request for `path` is refused (400), or nil: under a path prefix, a segment some origins read as a dot
+    /// segment and others do not (`..%2F`, `..\`, `..;`), which could climb out of the prefix at the origin.
+    public func refusal(path: String) -> String? {
+        guard target.path.utf8.contains(where: { $0 != UInt8(ascii: "/") }),
+              let segment = ProxyURL.ambiguousDotSegment(in: path) else { return nil }
+        return "the path segment '\(segment.prefix(200))' may be a dot segment to the server (an encoded slash or backslash, or a ';' parameter, beside '.' or '..'); under --reverse \(text) it could reach outside \(target.path)"
     }
 
     public var description: String { text }
