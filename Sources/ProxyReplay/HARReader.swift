@@ -135,8 +135,9 @@ public enum HARReader {
     /// Entries to requests, redirect hops folded into their chain.
     static func entries(_ entries: [HARDocument.Entry], path: String) throws(ReplayInputError) -> [ReplayEntry] {
         var result: [ReplayEntry] = []
-        // The chain each client's last hop-0 entry started: its index in `result`, and the last hop seen.
-        var chains: [String: (index: Int, hop: Int)] = [:]
+        // The chain each client's last hop-0 entry started: its index in `result`, the last hop seen, and whether
+        // that hop's response was a redirect (only then can a later hop belong to it).
+        var chains: [String: (index: Int, hop: Int, redirected: Bool)] = [:]
         for (offset, entry) in entries.enumerated() {
             let number = offset + 1
             let hop = entry.hookproxy?.hop ?? 0
@@ -144,12 +145,14 @@ public enum HARReader {
             let recorded = ReplayEntry.Recorded(
                 status: entry.response.status,
                 size: max(-1, entry.response.content?.size ?? entry.response.bodySize ?? -1))
+            let redirected = ReplayEntry.isRedirect(recorded.status)
             // A later hop of a redirect hookproxy followed: the rules follow it again when its chain is sent. (Hops
             // left out of the file in between do not break the chain.) A hop whose chain is not in the file (a
-            // filtered export) is sent as the chain's first: the hops after it fold into it.
-            if hop > 0, let chain = chains[client], chain.hop < hop {
+            // filtered export) is sent as the chain's first: the hops after it fold into it. A chain whose last hop
+            // was answered without a redirect has ended: a later hop starts another.
+            if hop > 0, let chain = chains[client], chain.hop < hop, chain.redirected {
                 result[chain.index].recorded = recorded
-                chains[client] = (chain.index, hop)
+                chains[client] = (chain.index, hop, redirected)
                 continue
             }
             do throws(EntryProblem) {
@@ -157,7 +160,7 @@ public enum HARReader {
             } catch {
                 throw ReplayInputError(path: path, entry: number, problem: error.message)
             }
-            if !client.isEmpty { chains[client] = (result.count - 1, hop) }
+            if !client.isEmpty { chains[client] = (result.count - 1, hop, redirected) }
         }
         return result
     }
@@ -181,6 +184,10 @@ public enum HARReader {
         }
         guard !request.url.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
             throw EntryProblem(message: "request.url holds a line break or another control character (percent-encode it)")
+        }
+        // What no request target may hold (RFC 3986): sent as it is, the request line would be refused.
+        guard !request.url.utf8.contains(where: { $0 == 0x20 || $0 >= 0x80 || $0 == UInt8(ascii: "\\") }) else {
+            throw EntryProblem(message: "request.url holds a space, a backslash or a character outside ASCII (percent-encode it)")
         }
         let recordedHeaders = request.headers ?? []
         for (index, field) in recordedHeaders.enumerated() {

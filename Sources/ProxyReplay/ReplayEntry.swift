@@ -18,6 +18,9 @@ public struct ReplayEntry: Sendable {
         }
     }
 
+    /// Whether a hop answered `status` can have a next hop: a 3xx other than 304, as `on_redirect` follows them.
+    static func isRedirect(_ status: Int) -> Bool { (300..<400).contains(status) && status != 304 }
+
     /// Whether the entry is sent.
     public enum Disposition: Sendable, Hashable {
         case send
