@@ -73,6 +73,7 @@ enum NegotiatedPipeline {
                                                                   impliedAuthority: impliedAuthority, reverse: reverse))
             }
         }
+        try pipeline.addHandler(EarlySettings())  // hookproxy's settings from the first request on
         try pipeline.addHandler(h2)
         try pipeline.addHandler(manager)
         try pipeline.addHandler(HTTP2IdleWatcher(context: context, streams: streams))
