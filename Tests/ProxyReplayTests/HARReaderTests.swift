@@ -13,6 +13,11 @@ struct HARReaderTests {
             + entries.joined(separator: "\n,") + "\n]}}\n"
     }
 
+    /// A GET of `http://h.example` + `path` that hookproxy logged as hop `hop` of `client`'s exchange.
+    static func hop(_ path: String, status: Int, size: Int, client: String, _ hop: Int) -> String {
+        entry("GET", "http://h.example\(path)", status: status, size: size, hookproxy: "{\"client\":\"\(client)\",\"hop\":\(hop)}")
+    }
+
     static func entry(_ method: String = "GET", _ url: String, headers: String = "[]", postData: String? = nil,
                       status: Int = 200, size: Int = 5, hookproxy: String? = nil, bodySize: Int = 0) -> String {
         var request = #"{"method":"\#(method)","url":"\#(url)","httpVersion":"HTTP/1.1","headers":\#(headers),"bodySize":\#(bodySize)"#
@@ -83,14 +88,14 @@ struct HARReaderTests {
 
     @Test("the hops of a redirect hookproxy followed are one request: the first is sent, the last is what was recorded")
     func followedRedirectHops() throws {
-        let client = #""client":"127.0.0.1:5000""#
-        let other = #""client":"127.0.0.1:6000""#
+        let client = "127.0.0.1:5000"
+        let other = "127.0.0.1:6000"
         let entries = try Self.load(Self.har([
-            Self.entry("GET", "http://h.example/r2", status: 302, size: 0, hookproxy: "{\(client),\"hop\":0}"),
-            Self.entry("GET", "http://h.example/other", status: 307, size: 0, hookproxy: "{\(other),\"hop\":0}"),
-            Self.entry("GET", "http://h.example/r1", status: 302, size: 0, hookproxy: "{\(client),\"hop\":1}"),
-            Self.entry("GET", "http://h.example/r0", status: 200, size: 11, hookproxy: "{\(client),\"hop\":2}"),
-            Self.entry("GET", "http://h.example/later", status: 200, size: 1, hookproxy: "{\(other),\"hop\":4}"),
+            Self.hop("/r2", status: 302, size: 0, client: client, 0),
+            Self.hop("/other", status: 307, size: 0, client: other, 0),
+            Self.hop("/r1", status: 302, size: 0, client: client, 1),
+            Self.hop("/r0", status: 200, size: 11, client: client, 2),
+            Self.hop("/later", status: 200, size: 1, client: other, 4),
         ]))
         #expect(entries.map(\.url) == ["http://h.example/r2", "http://h.example/other"])
         #expect(entries.map(\.number) == [1, 2])
@@ -100,11 +105,11 @@ struct HARReaderTests {
 
     @Test("a hop whose first hop is not in the file (a filtered export) is sent in its place, not dropped")
     func hopWithoutItsChain() throws {
-        let client = #""client":"127.0.0.1:5000""#
+        let client = "127.0.0.1:5000"
         let entries = try Self.load(Self.har([
-            Self.entry("GET", "http://h.example/r1", status: 302, size: 0, hookproxy: "{\(client),\"hop\":1}"),
-            Self.entry("GET", "http://h.example/r0", status: 200, size: 3, hookproxy: "{\(client),\"hop\":2}"),
-            Self.entry("GET", "http://h.example/again", status: 200, size: 4, hookproxy: "{\(client),\"hop\":1}"),
+            Self.hop("/r1", status: 302, size: 0, client: client, 1),
+            Self.hop("/r0", status: 200, size: 3, client: client, 2),
+            Self.hop("/again", status: 200, size: 4, client: client, 1),
         ]))
         #expect(entries.map(\.url) == ["http://h.example/r1", "http://h.example/again"])
         #expect(entries.map(\.number) == [1, 3])
@@ -117,12 +122,12 @@ struct HARReaderTests {
     /// sent, and `/api/users` compared against its result).
     @Test("a hop after a hop answered without a redirect starts a chain of its own")
     func hopAfterAnEndedChain() throws {
-        let client = #""client":"127.0.0.1:50000""#
+        let client = "127.0.0.1:50000"
         let entries = try Self.load(Self.har([
-            Self.entry("GET", "http://h.example/api/users", status: 200, size: 2, hookproxy: "{\(client),\"hop\":0}"),
-            Self.entry("GET", "http://h.example/api/items", status: 200, size: 5, hookproxy: "{\(client),\"hop\":1}"),
-            Self.entry("GET", "http://h.example/r", status: 304, size: 0, hookproxy: "{\(client),\"hop\":0}"),
-            Self.entry("GET", "http://h.example/after-304", status: 200, size: 1, hookproxy: "{\(client),\"hop\":1}"),
+            Self.hop("/api/users", status: 200, size: 2, client: client, 0),
+            Self.hop("/api/items", status: 200, size: 5, client: client, 1),
+            Self.hop("/r", status: 304, size: 0, client: client, 0),
+            Self.hop("/after-304", status: 200, size: 1, client: client, 1),
         ]))
         #expect(entries.map(\.url) == ["http://h.example/api/users", "http://h.example/api/items", "http://h.example/r",
                                         "http://h.example/after-304"])
