@@ -165,9 +165,9 @@ public final class ProxyServer: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         context.connections.cutOffForShutdown()
-        for channel in context.connections.openChannels {
-            try? await channel.close()
-        }
+        // All closes asked for at once, then waited for (one at a time, each waited for a hop to its loop).
+        let closing = context.connections.openChannels.map { $0.close() }
+        for closed in closing { try? await closed.get() }
         await context.engine.shutdown()
         let upstream = context.engine.statistics
         if upstream.transfers > 0 {
