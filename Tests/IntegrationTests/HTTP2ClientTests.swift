@@ -209,15 +209,26 @@ struct HTTP2ClientTests {
         }
     }
 
-    /// NIO resets a stream whose request head is malformed (RFC 9113 §8.1.1: a stream error) before the stream opens,
-    /// and hands the connection's pipeline the validation error itself, not a `StreamError`: the idle watcher took it
-    /// for a connection error and closed the connection under every other stream (found by a hostile review).
-    @Test("a malformed request head is reset alone; the stream in flight beside it completes", arguments: [
+    /// Request heads RFC 9113 §8.2–8.3 calls malformed, each with the name the test reports it by.
+    static let malformedHeads: [(String, [(String, String)])] = [
         ("an upper-case name", [(":method", "GET"), (":scheme", "https"), (":path", "/x"), ("X-Bad", "1")]),
         ("no :path", [(":method", "GET"), (":scheme", "https")]),
         ("a connection header", [(":method", "GET"), (":scheme", "https"), (":path", "/x"), ("connection", "close")]),
         ("a pseudo-header after a regular one", [(":method", "GET"), (":scheme", "https"), ("x-a", "1"), (":path", "/x")]),
-    ])
+        ("a CR LF in a value", [(":method", "GET"), (":scheme", "https"), (":path", "/x"), ("host", "a\r\nb")]),
+        ("an empty :path", [(":method", "GET"), (":scheme", "https"), (":path", "")]),
+        ("an unknown pseudo-header", [(":method", "GET"), (":scheme", "https"), (":path", "/x"), (":bogus", "1")]),
+        ("a malformed content-length", [(":method", "GET"), (":scheme", "https"), (":path", "/x"), ("content-length", "x")]),
+        ("a negative content-length", [(":method", "GET"), (":scheme", "https"), (":path", "/x"), ("content-length", "-1")]),
+        ("two content-lengths that differ",
+         [(":method", "GET"), (":scheme", "https"), (":path", "/x"), ("content-length", "1"), ("content-length", "2")]),
+    ]
+
+    /// NIO resets a stream whose request head is malformed (RFC 9113 §8.1.1: a stream error) before the stream opens,
+    /// and hands the connection's pipeline the validation error itself, not a `StreamError`: the idle watcher took it
+    /// for a connection error and closed the connection under every other stream (found by a hostile review).
+    @Test("a malformed request head is reset alone; the stream in flight beside it completes",
+          arguments: malformedHeads)
     func malformedHeadIsTheStreamsAlone(_ case: String, _ headers: [(String, String)]) async throws {
         try await withH2Client { client, origin, _ in
             let drip = try await client.open("GET", "/drip?chunks=6&interval_ms=200&size=16")

@@ -41,15 +41,20 @@ final class HTTP2IdleWatcher: ChannelInboundHandler {
 }
 
 extension HTTP2IdleWatcher {
-    /// What NIO's header-block validation throws: a malformed request or trailers, always one stream's error (RFC 9113
-    /// §8.1.1), which NIO resets before the stream opens (so `closedThisTurn` never sees it) and reports as itself.
+    /// What NIO's header-block and content-length validation throws: a malformed request or trailers, or a body longer
+    /// or shorter than its content-length, always one stream's error (RFC 9113 §8.1.1), which NIO resets before the
+    /// stream opens (so `closedThisTurn` never sees it) and reports as itself. NIO's umbrella protocol for the
+    /// content-length errors is internal, so each type is named.
     static func isMalformedHeaderBlock(_ error: any Error) -> Bool {
         switch error {
         case is NIOHTTP2Errors.MissingPseudoHeader, is NIOHTTP2Errors.DuplicatePseudoHeader,
              is NIOHTTP2Errors.PseudoHeaderAfterRegularHeader, is NIOHTTP2Errors.UnsupportedPseudoHeader,
              is NIOHTTP2Errors.InvalidPseudoHeaders, is NIOHTTP2Errors.InvalidStatusValue,
              is NIOHTTP2Errors.InvalidHTTP2HeaderFieldName, is NIOHTTP2Errors.ForbiddenHeaderField,
-             is NIOHTTP2Errors.InvalidPseudoHeaderValue:
+             is NIOHTTP2Errors.InvalidPseudoHeaderValue, is NIOHTTP2Errors.UnknownPseudoHeader,
+             is NIOHTTP2Errors.EmptyPathHeader, is NIOHTTP2Errors.InvalidHTTP2HeaderFieldValue,
+             is NIOHTTP2Errors.ContentLengthHeadersMismatch, is NIOHTTP2Errors.ContentLengthHeaderNegative,
+             is NIOHTTP2Errors.ContentLengthHeaderMalformedValue, is NIOHTTP2Errors.ContentLengthViolated:
             true
         default:
             false
