@@ -20,8 +20,8 @@ ARGS ?=
 # independent WebSocket client, and what the traffic viewer's tests use (Selenium drives the browser;
 # schemathesis probes the API from its OpenAPI), and a real gRPC client and server (HTTP/2 tests).
 PYVENV := .build/pyvenv
-PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0 websockets==17.4 selenium==4.51.0 schemathesis==4.32.5 grpcio==1.85.1
-PY_TEST_MODULES := haralyzer, jsonschema, websockets, selenium, schemathesis, grpc
+PY_TEST_PACKAGES := haralyzer==2.4.0 jsonschema==4.26.0 websockets==17.4 selenium==4.51.0 schemathesis==4.32.5 grpcio==1.85.1 h2==4.4.1
+PY_TEST_MODULES := haralyzer, jsonschema, websockets, selenium, schemathesis, grpc, h2
 # The browsers the viewer's tests run headless: Chromium with its WebDriver, and Firefox (driven over WebDriver
 # BiDi, which it speaks itself). Test-only: not in SYSTEM_PACKAGES, which the Docker image (it builds and runs
 # hookproxy, never its tests) mirrors.

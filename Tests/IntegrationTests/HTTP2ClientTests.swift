@@ -29,6 +29,20 @@ struct HTTP2ClientTests {
         }
     }
 
+    static let h2ClientScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Scripts/h2_client.py").path
+
+    /// Runs `Scripts/h2_client.py` through `proxy` to `localhost:port` and returns its JSON object.
+    static func h2Script(_ proxy: ProxyHarness, port: Int, caPath: String, _ scenario: String) async throws -> [String: Any] {
+        let run = try await Hooks.run(LogFiles.python, [h2ClientScript, proxy.proxyURL, "localhost", "\(port)", caPath, scenario],
+                                      timeout: .seconds(60))
+        guard run.exitCode == 0, let line = run.stdout.split(separator: "\n").last,
+              let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+            throw TestSupportError("h2_client.py \(scenario) failed (\(run.exitCode)): \(run.stdout) \(run.stderr)")
+        }
+        return object
+    }
+
     @Test("a Swift HTTP/2 client offering h2 and http/1.1 gets h2; GET and POST are exchanges with the origin's bytes")
     func swiftClient() async throws {
         try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
@@ -280,6 +294,27 @@ struct HTTP2ClientTests {
             #expect(client.channel.isActive)
             #expect(!origin.requests.contains { $0.target == "/head-test" }, "the oversized request reached no server")
             #expect(proxy.recorder.records.contains { $0.response?.status == 431 }, "logged")
+        }
+    }
+
+    /// NIO allows a header block five CONTINUATION frames by default and answers a sixth with GOAWAY
+    /// (ENHANCE_YOUR_CALM): a head within SETTINGS_MAX_HEADER_LIST_SIZE but over ~96 KiB encoded, as a client
+    /// splits it at the 16 KiB frame size, cut every stream on the connection instead of getting its 431. The client
+    /// is Python's `h2` (`Scripts/h2_client.py`): swift-nio-http2 never splits a head it sends.
+    @Test("a request head over --max-header-bytes in many CONTINUATION frames gets 431 on its own stream")
+    func oversizedHeadInManyFramesIs431() async throws {
+        try await withOrigin(tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
+            try await withInterceptingProxy { proxy, caPath in
+                let out = try await Self.h2Script(proxy, port: origin.port, caPath: caPath, "big-head")
+                let streams = try #require(out["streams"] as? [String: [String: Any]], "\(out)")
+                #expect((out["head_frames"] as? Int ?? 0) > 6, "the head took HEADERS and over five CONTINUATION: \(out)")
+                #expect(out["goaway"] is NSNull, "no GOAWAY: \(out)")
+                #expect(streams["1"]?["status"] as? Int == 200 && streams["1"]?["body"] as? Int == 6 * 16, "\(out)")
+                #expect(streams["3"]?["status"] as? Int == 431, "\(out)")
+                #expect(streams["5"]?["status"] as? Int == 200, "the connection carries on: \(out)")
+                #expect(origin.requests.filter { $0.target == "/head-test" }.count == 1, "the oversized request reached no server")
+                #expect(proxy.recorder.records.contains { $0.response?.status == 431 }, "logged")
+            }
         }
     }
 

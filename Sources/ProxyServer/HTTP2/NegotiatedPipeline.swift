@@ -53,6 +53,7 @@ enum NegotiatedPipeline {
         // Room for every stream's full window: a stream whose reading stopped (its upstream lags) must not use up
         // the connection's window and so hold back the others' request bodies.
         connection.targetWindowSize = HTTP2Limits.maxConcurrentStreams * HTTP2Limits.streamWindow
+        connection.maximumSequentialContinuationFrames = HTTP2Limits.continuationFrames(context.limits.maxHeaderBytes)
         let idle = TimeAmount.milliseconds(Int64(context.limits.clientIdleTimeoutMs))
         var stream = NIOHTTP2Handler.StreamConfiguration()
         stream.targetWindowSize = HTTP2Limits.streamWindow
@@ -94,6 +95,13 @@ enum HTTP2Limits {
     /// checks per stream (431), as on HTTP/1.1.
     static func decodedHeaderBytes(_ maxHeaderBytes: Int) -> Int {
         min(max(maxHeaderBytes * 4, 256 * 1024), Int(Int32.max))
+    }
+
+    /// CONTINUATION frames NIO takes after one HEADERS frame before it fails the connection (ENHANCE_YOUR_CALM):
+    /// enough for a block of `decodedHeaderBytes` sent at the default 16 KiB frame size, so a head under the list
+    /// size gets its 431 on its own stream. (NIO's default of 5 cut every stream for a head over ~96 KiB encoded.)
+    static func continuationFrames(_ maxHeaderBytes: Int) -> Int {
+        decodedHeaderBytes(maxHeaderBytes) / (16 * 1024) + 1
     }
 
     /// A request head's size as RFC 9113 §6.5.2 counts a header list: each field's name and value, plus 32.
