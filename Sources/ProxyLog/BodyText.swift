@@ -52,8 +52,13 @@ public struct BodyText: Sendable, Hashable {
     }
 
     /// The media type of a `Content-Type` value: before any `;`, without spaces, ASCII-lowercased.
+    /// The usual value (one lowercase media type, nothing around it) comes back as it is, without a copy.
     static func mediaType(_ contentType: String) -> String {
-        let end = contentType.utf8.firstIndex(of: UInt8(ascii: ";")) ?? contentType.endIndex
+        let bytes = contentType.utf8
+        if !bytes.contains(where: { $0 == UInt8(ascii: ";") || $0 == 0x20 || $0 == 0x09 || ($0 >= 65 && $0 <= 90) }) {
+            return contentType
+        }
+        let end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? contentType.endIndex
         return contentType[..<end].trimmingSpaces().asciiLowercased()
     }
 

@@ -22,6 +22,10 @@ struct BodyTextKindTests {
         #expect(BodyText.mediaType(" Text/HTML ; charset=UTF-8") == "text/html")
         #expect(BodyText.mediaType("application/json") == "application/json")
         #expect(BodyText.mediaType(";") == "")
+        // Each byte that takes the value off the copy-free path on its own: a capital, a space or tab at either end.
+        #expect(BodyText.mediaType("Text/html") == "text/html")
+        #expect(BodyText.mediaType("\ttext/html") == "text/html")
+        #expect(BodyText.mediaType("text/html ") == "text/html")
         // Parameters start at the ';' byte, whatever follows it (a combining mark made it no separator for the
         // Character-based split this replaced).
         #expect(BodyText.mediaType("application/octet-stream;\u{301}") == "application/octet-stream")
