@@ -51,6 +51,28 @@ struct MessageFlowTests {
         #expect(taken.forward.count == 1, "frames pass as they come")
     }
 
+    /// A review's find: past the inflater's limit a message's logged size fell back to its compressed size with no
+    /// word of it, where every other size is as inflated (a 70 MiB message logged as 142 KB).
+    @Test("a message over the inflater's limit is logged at its compressed size, with a note that says so")
+    func overTheLimitIsNoted() throws {
+        var flow = Self.logOnly()
+        let source = try #require(MessageDeflater(windowBits: 15, noContextTakeover: false))
+        var piece = try #require(source.deflate(ByteBuffer(repeating: 0x61, count: 1 << 20)))
+        piece.writeBytes([0x00, 0x00, 0xFF, 0xFF])
+        let pieces = MessageInflater.maxMessageBytes / (1 << 20) + 2
+        var taken = flow.take(WebSocketFrame(fin: false, rsv1: true, opcode: .binary, data: piece), room: 1000)
+        for _ in 1..<pieces { taken = flow.take(WebSocketFrame(fin: false, opcode: .continuation, data: piece), room: 0) }
+        taken = flow.take(WebSocketFrame(fin: true, opcode: .continuation, data: ByteBuffer()), room: 0)
+        let message = try #require(taken.message)
+        #expect(taken.failure == nil, "no rule edits it: the session goes on")
+        #expect(message.size == pieces * piece.readableBytes && message.truncated)
+        #expect(flow.notes.lines.contains { $0.contains("not inflated") && $0.contains("compressed size") }, "\(flow.notes.lines)")
+        // A message within the limit has no such note.
+        var small = Self.logOnly()
+        _ = small.take(WebSocketFrame(fin: true, rsv1: true, opcode: .binary, data: piece), room: 1000)
+        #expect(small.notes.lines.isEmpty)
+    }
+
     @Test("a continuation with nothing to continue, a message inside a fragmented one, a reserved opcode: bad frames")
     func breaches() {
         var flow = Self.logOnly()

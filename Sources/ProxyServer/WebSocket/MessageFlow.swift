@@ -203,6 +203,10 @@ struct MessageFlow {
             if recompressing { plain.writeImmutableBuffer(piece) } else { keep(piece) }
         }
         if !ok {
+            // The log's size is then the compressed one: said so, since sizes are otherwise as inflated.
+            if !inflateFailed {
+                notes.add("\(side) message not inflated (over \(MessageInflater.maxMessageBytes) bytes inflated, or not DEFLATE data): its size in the log is its compressed size")
+            }
             inflateFailed = true
             truncated = true
         }
