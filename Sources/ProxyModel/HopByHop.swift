@@ -1,9 +1,13 @@
 /// Hop-by-hop header handling (RFC 9110 §7.6.1): these headers describe one connection and are never forwarded.
 public enum HopByHop {
+    /// Which message a head belongs to: `TE` means something in a request only.
+    public enum Message: Sendable { case request, response }
+
     /// Removes the standard hop-by-hop headers and every header named in `Connection`.
-    /// `TE: trailers` survives (RFC 9110 §10.1.4: it says the client takes trailers; gRPC servers send them only
-    /// then), as `TE: trailers` alone.
-    public static func strip(_ headers: inout HeaderFields) {
+    /// In a request `TE: trailers` survives (RFC 9110 §10.1.4: it says the client takes trailers; gRPC servers send
+    /// them only then), as `TE: trailers` alone. In a response `TE` has no meaning and goes whatever it says (HTTP/2
+    /// allows it in requests only, RFC 9113 §8.2.2).
+    public static func strip(_ headers: inout HeaderFields, in message: Message = .request) {
         // One pass finds whether there is anything to strip, the names `Connection` lists and what `TE` says; most
         // heads hold no hop-by-hop field but `Connection` (every field named in it is hop-by-hop only because it is).
         var found = false
@@ -29,7 +33,7 @@ public enum HopByHop {
         } else {
             headers.removeAll { field in isHopByHop(field.name, named) }
         }
-        if takesTrailers && !named.contains(where: { $0.caseInsensitiveEquals("te") }) { headers.add("TE", "trailers") }
+        if message == .request, takesTrailers, !named.contains(where: { $0.caseInsensitiveEquals("te") }) { headers.add("TE", "trailers") }
     }
 
     /// Past this many names in `Connection`, they are looked up in a set (a real client names one or two).

@@ -71,4 +71,15 @@ struct HopByHopTests {
         HopByHop.strip(&noCoding)
         #expect(noCoding.isEmpty)
     }
+
+    /// `TE: trailers` is kept in a request only: a response's `TE` went to the client (a review's find), and an
+    /// HTTP/2 response may not carry it at all (RFC 9113 §8.2.2).
+    @Test func teGoesFromResponses() {
+        var response = HeaderFields([HeaderField(name: "TE", value: "trailers"), HeaderField(name: "X-A", value: "1")])
+        HopByHop.strip(&response, in: .response)
+        #expect(response.map(\.name) == ["X-A"])
+        var request = HeaderFields([HeaderField(name: "TE", value: "trailers"), HeaderField(name: "X-A", value: "1")])
+        HopByHop.strip(&request, in: .request)
+        #expect(request.map { "\($0.name): \($0.value)" } == ["X-A: 1", "TE: trailers"])
+    }
 }

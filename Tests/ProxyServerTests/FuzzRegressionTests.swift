@@ -45,7 +45,7 @@ let knownCrashesSkipped = ProcessInfo.processInfo.environment["HOOKPROXY_FUZZ_CR
         #expect(delivered.count == 1)
         for head in delivered {
             var out = head
-            HopByHop.strip(&out.headers)
+            HopByHop.strip(&out.headers, in: .response)
             let channel = EmbeddedChannel()
             try channel.pipeline.syncOperations.addHandler(HTTPResponseEncoder())
             try channel.writeOutbound(HTTPServerResponsePart.head(out.nioHead(version: .http1_1)))

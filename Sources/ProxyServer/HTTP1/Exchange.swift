@@ -150,15 +150,17 @@ final class Exchange {
     }
 
     func finishRequestBody(trailers: HTTPHeaders? = nil) {
-        if let trailers, !trailers.isEmpty { clientTrailers = Exchange.forwardable(trailers) }
+        if let trailers, !trailers.isEmpty { clientTrailers = Exchange.forwardable(HeaderFields(trailers), in: .request) }
         perform(machine.requestEnd())
     }
 
-    /// The client's trailer fields that may go on: none of those RFC 9110 §6.5.1 forbids in trailers (framing,
-    /// routing, request modifiers, authentication, content metadata), which the rules' header edits never see.
-    private static func forwardable(_ trailers: HTTPHeaders) -> HeaderFields? {
-        var fields = HeaderFields(trailers)
-        HopByHop.strip(&fields)
+    /// The trailer fields that may go on, the client's or the upstream's: none of those RFC 9110 §6.5.1 forbids in
+    /// trailers (framing, routing, request modifiers, authentication, content metadata) and no hop-by-hop field,
+    /// which the rules' header edits never see. (An upstream's `Content-Length` or `Connection` in its trailers
+    /// made an HTTP/2 client fail the stream, and reached an HTTP/1.1 client in the chunked trailer.)
+    private static func forwardable(_ trailers: HeaderFields, in message: HopByHop.Message) -> HeaderFields? {
+        var fields = trailers
+        HopByHop.strip(&fields, in: message)
         fields.removeAll { field in
             field.name.lowercased().hasPrefix("if-") || forbiddenTrailers.contains { field.name.caseInsensitiveEquals($0) }
         }
@@ -267,13 +269,14 @@ final class Exchange {
     private func headTooLargeForClient(_ upstream: ResponseHead) -> String? {
         guard clientVersion.major >= 2 else { return nil }
         var head = upstream
-        HopByHop.strip(&head.headers)
+        HopByHop.strip(&head.headers, in: .response)
         plan.editResponse(&head)
         return HTTP2HeaderBlock.problem(status: head.status, head.headers, what: "the response head")
     }
 
     private func end(_ outcome: UpstreamOutcome) {
         var outcome = outcome
+        outcome.trailers = outcome.trailers.flatMap { Exchange.forwardable($0, in: .response) }
         if outcome.error == nil, clientVersion.major >= 2, let trailers = outcome.trailers,
            let problem = HTTP2HeaderBlock.problem(status: nil, trailers, what: "the trailer block") {
             // Too large for one frame: the stream is reset (the body is out; only its end is refused), not the
@@ -582,8 +585,14 @@ final class Exchange {
     private func writeHead(_ upstream: ResponseHead, applyEdits: Bool = true) {
         guard let handler else { return }
         var head = upstream
-        HopByHop.strip(&head.headers)
+        HopByHop.strip(&head.headers, in: .response)
         if applyEdits { plan.editResponse(&head) }
+        if head.status == 204 {
+            // RFC 9110 §8.6: a 204 carries no Content-Length. An upstream's `Content-Length: 5` on one made NIO's
+            // HTTP/2 codec wait for five bytes that never come, and reset the client's stream.
+            head.headers.remove("content-length")
+            head.headers.remove("transfer-encoding")
+        }
         let hasBody = ResponseHead.hasBody(status: head.status, requestMethod: clientHead.method)
         guard machine.headWillBeWritten(&head, hasBody: hasBody) else { return }
         let hop = machine.hop

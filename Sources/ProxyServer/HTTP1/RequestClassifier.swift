@@ -125,7 +125,11 @@ enum RequestClassifier {
         var hosts = 0
         for field in head.headers where field.name.caseInsensitiveEquals("host") {
             hosts += 1
-            if hosts > 1 { return .invalid("more than one Host header") }
+            if hosts > 1 {
+                // Over HTTP/2 a second Host is RequestAuthority's mark of a `host` that disagrees with `:authority`.
+                return .invalid(head.version.major >= 2 ? "a host field that names another server than :authority (RFC 9113 §8.3.1)"
+                                                         : "more than one Host header")
+            }
         }
         return nil
     }

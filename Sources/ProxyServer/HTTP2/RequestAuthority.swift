@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP2
+import ProxyModel
 
 /// Gives a request stream's head the `:authority` that NIO's HTTP/2-to-HTTP/1 codec requires, when the client left it
 /// out. RFC 9113 §8.3.1 makes `:authority` optional; without it the codec failed the stream, and the client saw a
@@ -7,6 +8,8 @@ import NIOHTTP2
 /// (a request converted from HTTP/1.1 may carry that instead), else from what the connection implies (an
 /// intercepted tunnel's CONNECT target, a reverse listener's server): the request is then served as an HTTP/1.1
 /// request without `Host` is in the same place.
+///
+/// A `host` beside `:authority` that names another server makes two Host fields of it, for the classifier's 400.
 ///
 /// Only the stream's first HEADERS frame is its head; a later one (trailers) passes as it is. Loop-bound: one per
 /// stream channel, before the codec.
@@ -26,12 +29,35 @@ final class RequestAuthority: ChannelInboundHandler {
             return context.fireChannelRead(data)
         }
         headSeen = true
-        if !headers.headers.contains(name: ":authority"),
-           let authority = headers.headers.first(name: "host") ?? implied {
-            headers.headers.add(name: ":authority", value: authority)
+        guard let authority = headers.headers.first(name: ":authority") else {
+            if let authority = headers.headers.first(name: "host") ?? implied {
+                headers.headers.add(name: ":authority", value: authority)
+                return context.fireChannelRead(wrapInboundOut(.headers(headers)))
+            }
+            return context.fireChannelRead(data)
+        }
+        let scheme = headers.headers.first(name: ":scheme") ?? "https"
+        if headers.headers["host"].contains(where: { !Self.sameAuthority($0, authority, scheme: scheme) }) {
+            // RFC 9113 §8.3.1: a `host` that names another entity than `:authority` makes the request malformed. NIO's
+            // codec would forward the `host` and drop `:authority`, so the upstream answered for one host while
+            // the log and the rules saw the other. A second `host` with `:authority`'s value makes the request one
+            // with two Host fields, which the classifier answers with 400 (and logs) as it does over HTTP/1.1.
+            headers.headers.add(name: "host", value: authority)
             return context.fireChannelRead(wrapInboundOut(.headers(headers)))
         }
         context.fireChannelRead(data)
+    }
+
+    /// Whether two authorities name the same server: equal but for ASCII case, or for the scheme's default port.
+    static func sameAuthority(_ a: String, _ b: String, scheme: String) -> Bool {
+        let defaultPort = scheme.caseInsensitiveEquals("http") ? ":80" : ":443"
+        func bare(_ authority: String) -> Substring {
+            let text = Substring(authority)
+            return text.utf8.count > defaultPort.utf8.count && text.hasSuffix(defaultPort)
+                ? text.dropLast(defaultPort.count) : text
+        }
+        let (x, y) = (bare(a), bare(b))
+        return x.utf8.count == y.utf8.count && String(x).caseInsensitiveEquals(String(y))
     }
 }
 

@@ -257,7 +257,7 @@ final class UpgradeHandshake: UpstreamConnectionDelegate {
         var head = ResponseHead(status: Int(nio.status.code), reason: nio.status.reasonPhrase,
                                 version: HTTPVersionNumber(nio.version), headers: HeaderFields(nio.headers))
         if head.status != 101 {
-            HopByHop.strip(&head.headers)
+            HopByHop.strip(&head.headers, in: .response)
             head.headers.set("Connection", "close")
             state = .relayingResponse
         }

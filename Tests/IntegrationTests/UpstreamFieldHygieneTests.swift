@@ -1,0 +1,111 @@
+import Foundation
+import ProxyModel
+import ProxyTestSupport
+import Testing
+
+/// Fields an upstream or an HTTP/2 client puts where they do not belong, found by a review playing a hostile
+/// upstream and client: framing and hop-by-hop fields in response trailers, `TE` in a response, `Content-Length` on a
+/// 204, and an HTTP/2 `host` that names another server than `:authority`. Each reaches HTTP/1.1 and HTTP/2 clients
+/// the way the RFCs allow, or is refused with an answer the client can read.
+@Suite("Upstream fields out of place", .timeLimit(.minutes(2)))
+struct UpstreamFieldHygieneTests {
+    static let ca = TestCA.shared
+
+    /// A chunked answer whose trailers hold framing and routing fields beside a real one, and whose head says `TE`.
+    static let trailersScript: [MisbehavingOrigin.Step] = [
+        .text("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\nTE: trailers\r\n\r\n"),
+        .text("5\r\nhello\r\n0\r\nX-Checksum: abc\r\nContent-Length: 99\r\nConnection: close\r\n\r\n"),
+        .close,
+    ]
+    static let noContentScript: [MisbehavingOrigin.Step] = [
+        .text("HTTP/1.1 204 No Content\r\nContent-Length: 5\r\nX-Kept: yes\r\n\r\nhello"), .close,
+    ]
+
+    /// An HTTP/2 client through an intercepting proxy to a TLS origin playing `script`.
+    private func withH2(_ script: [MisbehavingOrigin.Step],
+                        _ body: (H2TunnelClient, MisbehavingOrigin, ProxyHarness) async throws -> Void) async throws {
+        try await MisbehavingOrigin.with(script, tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
+            try await withInterceptingProxy { proxy, _ in
+                let client = try await H2TunnelClient.connect(
+                    proxyPort: proxy.port, port: origin.port, trustRoots: [try proxy.server.certificateAuthority().certificate])
+                defer { Task { await client.close() } }
+                try await body(client, origin, proxy)
+            }
+        }
+    }
+
+    /// The raw bytes an HTTP/1.1 client gets for one absolute-form GET (with `Connection: close`) through the proxy.
+    private func rawAnswer(_ script: [MisbehavingOrigin.Step], headers: [String] = []) async throws -> String {
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    try await client.send(rawRequest("GET \(origin.baseURL)/x HTTP/1.1",
+                                                     ["Host: 127.0.0.1:\(origin.port)", "Connection: close"] + headers))
+                    return String(decoding: try await client.readToEOF(), as: UTF8.self)
+                }
+            }
+        }
+    }
+
+    @Test("HTTP/2: response trailers reach the client without framing or hop-by-hop fields; the head without TE")
+    func h2Trailers() async throws {
+        try await withH2(Self.trailersScript) { client, _, _ in
+            let response = try await client.send("GET", "/t", headers: [("te", "trailers")])
+            #expect(response.status == 200 && response.text == "hello", "\(response)")
+            #expect(response.reset == nil && response.failure == nil, "\(response)")
+            #expect(response.trailer("x-checksum") == "abc", "\(String(describing: response.trailers))")
+            #expect(response.trailer("content-length") == nil && response.trailer("connection") == nil,
+                    "\(String(describing: response.trailers))")
+            #expect(response.header("te") == nil, "\(response.headers)")
+        }
+    }
+
+    @Test("HTTP/1.1 with TE: trailers: the chunked trailer holds the real field only, and the head has no TE")
+    func http1Trailers() async throws {
+        let answer = try await rawAnswer(Self.trailersScript, headers: ["TE: trailers"])
+        let parts = answer.components(separatedBy: "\r\n\r\n")
+        let head = parts.first ?? ""
+        #expect(head.hasPrefix("HTTP/1.1 200"), "\(answer)")
+        #expect(!head.lowercased().contains("\r\nte:"), "\(head)")
+        let tail = answer.dropFirst(head.count + 4)
+        #expect(tail.contains("0\r\nX-Checksum: abc\r\n"), "\(tail)")
+        #expect(!tail.lowercased().contains("content-length") && !tail.lowercased().contains("connection:"), "\(tail)")
+    }
+
+    @Test("HTTP/2: a 204 with Content-Length and stray bytes ends cleanly, without Content-Length")
+    func h2NoContent() async throws {
+        try await withH2(Self.noContentScript) { client, _, _ in
+            let response = try await client.send("GET", "/n")
+            #expect(response.status == 204, "\(response)")
+            #expect(response.reset == nil && response.failure == nil && response.body.isEmpty, "\(response)")
+            #expect(response.header("content-length") == nil && response.header("x-kept") == "yes", "\(response.headers)")
+            // The connection carries on.
+            let again = try await client.send("GET", "/n")
+            #expect(again.status == 204 && again.reset == nil, "\(again)")
+        }
+    }
+
+    @Test("HTTP/1.1: a 204 goes on without its Content-Length")
+    func http1NoContent() async throws {
+        let answer = try await rawAnswer(Self.noContentScript)
+        #expect(answer.hasPrefix("HTTP/1.1 204"), "\(answer)")
+        #expect(!answer.lowercased().contains("content-length"), "\(answer)")
+        #expect(answer.hasSuffix("\r\n\r\n"), "no body: \(answer)")
+    }
+
+    @Test("HTTP/2: a host field naming another server than :authority gets 400 and reaches no upstream; a matching one passes")
+    func hostAgainstAuthority() async throws {
+        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        try await withH2([.text(answer)]) { client, origin, proxy in
+            let refused = try await client.send("GET", "/a", headers: [("host", "evil.example")])
+            #expect(refused.status == 400, "\(refused)")
+            #expect(refused.text.contains(":authority"), "\(refused.text)")
+            let matching = try await client.send("GET", "/b", headers: [("host", "LOCALHOST:\(origin.port)")])
+            #expect(matching.status == 200, "\(matching)")
+            let received = String(decoding: origin.received, as: UTF8.self)
+            #expect(!received.contains("evil.example") && !received.contains("GET /a"), "\(received)")
+            let records = await Hooks.records(proxy, count: 2)
+            #expect(records.map { $0.response?.status } == [400, 200], "the refusal is logged")
+        }
+    }
+}
