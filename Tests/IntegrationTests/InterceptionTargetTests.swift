@@ -50,4 +50,22 @@ struct InterceptionTargetTests {
             }
         }
     }
+
+    /// A review's find: a CONNECT inside the intercepted tunnel got `200` and opened a second tunnel to the host it
+    /// named, so the request after it reached a server the outer CONNECT never named.
+    @Test("a CONNECT inside an intercepted tunnel gets 421 and opens nothing; the server it names gets nothing")
+    func nestedConnectIsMisdirected() async throws {
+        try await withOrigin(tls: TestCA.shared.identity([TestCA.shared.leaf, TestCA.shared.intermediate])) { other in
+            try await interception.intercepted(["127.0.0.1"]) { origin, proxy, ca in
+                let request = "CONNECT 127.0.0.1:\(other.port) HTTP/1.1\r\nHost: 127.0.0.1:\(other.port)\r\n\r\n"
+                    + "GET /head-test HTTP/1.1\r\nHost: 127.0.0.1:\(other.port)\r\nConnection: close\r\n\r\n"
+                let result = try await TunnelClient.get(proxyPort: proxy.port, host: "127.0.0.1", port: origin.port,
+                                                        trustRoots: [ca.certificate], request: request)
+                #expect(result.status == 421, "\(result.response)")
+                #expect(result.body.contains("misdirected request"), "\(result.body)")
+                #expect(other.requests.isEmpty && origin.requests.isEmpty,
+                        "\(other.requests.map(\.target)) \(origin.requests.map(\.target))")
+            }
+        }
+    }
 }

@@ -338,6 +338,13 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 state = .answeringLocally(.error(ProxyError(.badRequest, message)), keepAlive: false, events: modeEvents, request)
                 return
             }
+            if let tunnel = impliedAuthority {
+                // Inside an intercepted tunnel a CONNECT would open a second tunnel to any host it names: the tunnel
+                // reaches only its own target (421, as for an absolute-form request naming another origin).
+                let message = "hookproxy: misdirected request: CONNECT \(nioHead.uri.prefix(200)) inside the tunnel to \(tunnel) (CONNECT names the only server a tunnel reaches; send it to hookproxy on a connection of its own)"
+                state = .answeringLocally(.error(ProxyError(.misdirected, message)), keepAlive: false, events: modeEvents, request)
+                return
+            }
             state = .connectRequested(request)
             // A blind tunnel carries the client's half-close: from this head on, an end of input is held for it
             // (not inside an intercepted tunnel, whose TLS does not carry one).
