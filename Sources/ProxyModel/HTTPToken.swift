@@ -28,4 +28,14 @@ public enum HTTPToken {
         if let result = value.utf8.withContiguousStorageIfAvailable({ $0.contains(where: breaks) }) { return result }
         return value.utf8.contains(where: breaks)
     }
+
+    /// Whether a field value holds a control character other than HTAB (RFC 9110 §5.5: a value is visible
+    /// characters, obs-text, SP and HTAB), DEL included: a superset of `breaksFieldValue`. NIO's response encoder
+    /// refuses such a value, and refusing it closed the client's connection with no answer.
+    @inlinable
+    public static func hasControlCharacter(_ value: String) -> Bool {
+        let control = { (byte: UInt8) in (byte < 0x20 && byte != 0x09) || byte == 0x7F }
+        if let result = value.utf8.withContiguousStorageIfAvailable({ $0.contains(where: control) }) { return result }
+        return value.utf8.contains(where: control)
+    }
 }

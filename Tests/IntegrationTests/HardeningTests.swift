@@ -67,21 +67,58 @@ struct HardeningTests {
                     let bytes = String(decoding: try await client.readToEOF(), as: UTF8.self)
                     let head = bytes.components(separatedBy: "\r\n\r\n").first ?? ""
                     #expect(!head.lowercased().contains("content-length: 3"), "\(head)")
-                    // Whatever arrived is framed by the proxy itself (chunked, or an answer of its own).
-                    #expect(head.lowercased().contains("transfer-encoding: chunked") || head.contains(" 502 "), "\(bytes)")
+                    #expect(head.hasPrefix("HTTP/1.1 502 "), "a coding libcurl does not decode: \(bytes)")
                 }
             }
         }
     }
 
-    @Test("a header value with a bare CR: 502", arguments: ["X-Bad: a\rb", "X-Bad: a\0b"])
-    func bareCarriageReturn(_ line: String) async throws {
-        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", line, "Content-Length: 2") + "ok")]
+    /// A review's find: `gzip, chunked` reached the client as raw gzip bytes presented as the content, and
+    /// `chunked, gzip` (chunked not last) as an empty answer.
+    @Test("a transfer coding besides chunked: 502, the coded bytes never passed off as the content",
+          arguments: ["gzip, chunked", "chunked, gzip", "chunked, chunked"])
+    func otherTransferCodings(_ codings: String) async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", "Transfer-Encoding: \(codings)") + "5\r\nhello\r\n0\r\n\r\n"), .close]
         try await MisbehavingOrigin.with(script) { origin in
             try await withProxy { proxy in
                 let response = try await get(proxy, origin)
                 #expect(response.status == 502, "\(response.rawHead)")
-                #expect(!response.rawHead.contains("X-Bad"))
+                #expect(response.bodyText.contains("chunked only"), "\(response.bodyText)")
+            }
+        }
+    }
+
+    /// DEL, 0x01 and ESC (a review's find) went past the proxy's check to NIO's encoder, which refused the head: the
+    /// client's connection closed with no answer at all, and the log said "bad request".
+    @Test("a header value with a bare CR or another control character: 502, and the connection's next request is answered",
+          arguments: ["X-Bad: a\rb", "X-Bad: a\0b", "X-Bad: a\u{7F}b", "X-Bad: a\u{01}b", "X-Bad: a\u{1B}[2Jb"])
+    func bareCarriageReturn(_ line: String) async throws {
+        let script: [MisbehavingOrigin.Step] = [.text(Self.head("HTTP/1.1 200 OK", line, "Content-Length: 2") + "ok")]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                try await withRawClient(proxy) { client in
+                    let request = rawRequest("GET \(origin.baseURL)/a HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"])
+                    for round in 0..<2 {
+                        try await client.send(request)
+                        let response = try await client.readResponse()
+                        #expect(response.status == 502, "round \(round): \(response.rawHead)")
+                        #expect(!response.rawHead.contains("X-Bad"))
+                        // (libcurl itself refuses a NUL: "upstream error …: Nul byte in header".)
+                        #expect(response.bodyText.hasPrefix("hookproxy: "), "\(response.bodyText)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("a reason phrase with a control character is replaced by the standard one")
+    func controlCharacterInReason() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text("HTTP/1.1 200 O\u{7F}K\r\nContent-Length: 2\r\n\r\nok")]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let response = try await get(proxy, origin)
+                #expect(response.rawHead.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(response.rawHead)")
+                #expect(response.bodyText == "ok")
             }
         }
     }

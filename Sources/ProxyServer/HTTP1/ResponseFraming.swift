@@ -5,12 +5,13 @@ import ProxyModel
 ///
 /// libcurl de-chunks a chunked body and hands hookproxy the bare bytes; the client gets them re-framed by NIO's
 /// encoder (chunked for HTTP/1.1, close-delimited for 1.0) unless a single, valid Content-Length remains. So:
-/// - any `Transfer-Encoding` (chunked or not, with or without Content-Length): every Content-Length goes, because
-///   curl did not honour it (RFC 9112 §6.3: Transfer-Encoding overrides Content-Length);
+/// - `Transfer-Encoding: chunked` (with or without Content-Length): every Content-Length goes, because curl did not
+///   honour it (RFC 9112 §6.3: Transfer-Encoding overrides Content-Length); any other transfer coding: 502;
 /// - several Content-Length values that differ, or one that is not a number: the framing is invalid, and a proxy
 ///   must answer 502 and drop the upstream connection (RFC 9112 §6.3, item 5);
 /// - equal repeated values (`Content-Length: 5, 5`): kept as one;
-/// - a field name that is not a token, or a value holding CR, LF or NUL (RFC 9110 §5.5): 502, never forwarded.
+/// - a field name that is not a token, or a value holding a control character (CR, LF, NUL, DEL, …; RFC 9110 §5.5):
+///   502, never forwarded; a reason phrase holding one is replaced by the standard one.
 /// A pure function of the head; any thread.
 enum ResponseFraming {
     /// Rewrites `head` in place; returns why it cannot be forwarded at all (then nothing was changed that matters).
@@ -18,11 +19,22 @@ enum ResponseFraming {
         guard (100...999).contains(head.status) else { return "invalid status line (no three-digit status code)" }
         for field in head.headers {
             if !HTTPToken.isToken(field.name) { return "invalid header name '\(printable(field.name))'" }
-            if HTTPToken.breaksFieldValue(field.value) {
-                return "invalid value of header '\(field.name)' (CR, LF or NUL)"
+            if HTTPToken.hasControlCharacter(field.value) {
+                return HTTPToken.breaksFieldValue(field.value) ? "invalid value of header '\(field.name)' (CR, LF or NUL)"
+                    : "invalid value of header '\(field.name)' (a control character)"
             }
         }
+        // The reason phrase is a courtesy (RFC 9112 §4): one with a control character gets the standard one.
+        if HTTPToken.hasControlCharacter(head.reason) { head.reason = ResponseHead.standardReason(for: head.status) }
         if head.headers.contains("transfer-encoding") {
+            // libcurl decodes only `chunked`: with another coding the client would get coded bytes as the content
+            // (`gzip, chunked`: raw gzip), or an empty answer (chunked not last, RFC 9112 §6.3).
+            let codings = head.headers.values(for: "transfer-encoding")
+                .flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces().asciiLowercased() }
+                .filter { !$0.isEmpty && $0 != "identity" }
+            guard codings == ["chunked"] else {
+                return "Transfer-Encoding '\(printable(codings.joined(separator: ", ")))' (hookproxy decodes chunked only)"
+            }
             head.headers.remove("content-length")
             return nil
         }
