@@ -22,10 +22,11 @@ extension CurlTransfer {
         if let passphrase = certificate.passphrase { try easy.set(CURLOPT_KEYPASSWD, passphrase) }
     }
 
-    /// A 401/407 that libcurl will answer is read to its end before the next round (to keep the connection), and
-    /// its body never reaches hookproxy: one that never ends would hold the request forever. While such a head
-    /// waits, more than `maxHeldChallengeBody` bytes fail the transfer.
-    func configureChallengeBodyBound(_ easy: CurlEasy, context: UnsafeMutableRawPointer) throws(CurlError) {
+    /// curl's progress callback, for two checks: the upstream's silence (`UpstreamIdleClock`, every transfer), and
+    /// a 401/407 that libcurl will answer, which is read to its end before the next round (to keep the connection)
+    /// while its body never reaches hookproxy: one that never ends would hold the request forever. While such a
+    /// head waits, more than `maxHeldChallengeBody` bytes fail the transfer.
+    func configureProgress(_ easy: CurlEasy, context: UnsafeMutableRawPointer) throws(CurlError) {
         try easy.set(CURLOPT_NOPROGRESS, false)
         try easy.set(CURLOPT_XFERINFODATA, pointer: context)
         try easy.setProgressCallback({ context, _, downloaded, _, _ in
@@ -37,6 +38,11 @@ extension CurlTransfer {
     static let maxHeldChallengeBody: Int64 = 1 << 20
 
     func onProgress(downloaded: Int64) -> Int32 {
+        if idleClock.expired(limitMs: request.settings.idleTimeoutMs) {
+            let through = request.settings.upstreamProxyName.map { " (through upstream proxy \($0))" } ?? ""
+            recordedError = ProxyError(.timeout, "hookproxy: timeout waiting for \(host)\(through): it sent and took nothing for \(request.settings.idleTimeoutMs) ms (--idle-timeout)")
+            return 1  // non-zero: curl ends the transfer with CURLE_ABORTED_BY_CALLBACK
+        }
         guard headParser.holdsAnsweredChallenge, downloaded > CurlTransfer.maxHeldChallengeBody else { return 0 }
         let status = headParser.current?.status ?? 0
         headParser.withhold()

@@ -72,7 +72,7 @@ extension CurlTransfer {
             return
         }
         try configureMethodAndBody(easy, context: context)
-        if mayAnswerChallenges { try configureChallengeBodyBound(easy, context: context) }
+        try configureProgress(easy, context: context)
         try easy.setHeaders(headerLines())
         try configureTLS(easy)
         try configureChallenge(easy)
@@ -143,6 +143,7 @@ extension CurlTransfer {
     // MARK: callbacks
 
     func onHeaderLine(_ line: UnsafeRawBufferPointer) -> Int {
+        idleClock.moved()
         if proxyConnect != nil, let easy,
            proxyConnect!.isConnectLine(pretransferMicros: easy.info(offset: CURLINFO_PRETRANSFER_TIME_T) ?? 0,
                                        connects: easy.info(CURLINFO_NUM_CONNECTS) ?? 0) {
@@ -187,8 +188,12 @@ extension CurlTransfer {
         if let head = headParser.takeForDelivery() { delegate.didReceiveHead(head) }
         let flow = delegate.didReceiveBody(bytes) { [unowned(unsafe) self] in engine?.mayPauseAlone(self) ?? false }
         switch flow {
-        case .bytes: return bytes.count
-        case .pause, .end: return hp_writefunc_pause()
+        case .bytes:
+            idleClock.moved()
+            return bytes.count
+        case .pause, .end:
+            idleClock.moved(pausing: true)
+            return hp_writefunc_pause()
         case .abort(let reason):
             recordedError = ProxyError(.upstreamFailed, "hookproxy: \(reason) (\(host))")
             return 0  // not the byte count: curl ends the transfer with CURLE_WRITE_ERROR
@@ -197,9 +202,15 @@ extension CurlTransfer {
 
     func onReadBody(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
         switch delegate.provideRequestBody(into: buffer) {
-        case .bytes(let count): return count
-        case .end: return 0
-        case .pause: return hp_readfunc_pause()
+        case .bytes(let count):
+            idleClock.moved()
+            return count
+        case .end:
+            idleClock.moved()
+            return 0
+        case .pause:
+            idleClock.moved(pausing: true)
+            return hp_readfunc_pause()
         case .abort(let reason):
             recordedError = ProxyError(.upstreamFailed, "hookproxy: \(reason) (\(host))")
             return hp_readfunc_abort()

@@ -30,6 +30,8 @@ final class CurlTransfer: @unchecked Sendable {
     unowned(unsafe) var engine: LoopEngine?
     /// The engine lets this HTTP/2 transfer pause: no other transfer shares its connection (`LoopEngine.mayPauseAlone`).
     var pausesAlone = false
+    /// How long the upstream has been silent (`--idle-timeout`), checked in curl's progress callback.
+    var idleClock = UpstreamIdleClock()
 
     init(id: UInt64, request: UpstreamRequest, delegate: any UpstreamTransferDelegate) {
         self.id = id

@@ -123,6 +123,7 @@ final class LoopEngine: @unchecked Sendable {
         loop.assertInEventLoop()
         guard let transfer = active[id], case .running = transfer.state, let easy = transfer.easy else { return }
         // Unpausing may deliver buffered bytes at once, through the body callback.
+        transfer.idleClock.resumed()
         runCurl { _ = easy.pause(hp_pause_cont()) }
     }
 
@@ -382,6 +383,7 @@ final class LoopEngine: @unchecked Sendable {
     fileprivate func connectionTaken(port: Int, by transfer: CurlTransfer) {
         takeConnection(port: port, by: transfer)
         transfer.connectionPort = port
+        transfer.idleClock.connected = true
         portHolders[port] = transfer.id
         if let socket = idlePorts[port] { _ = unwatchIdle(socket) }
     }

@@ -87,6 +87,29 @@ struct ProxyErrorTests {
         }
     }
 
+    /// A review's find: curl's low-speed check averages over seconds, from the transfer's start, so an upload that
+    /// went out before the silence kept the speed "up": a 2 KB POST to a silent origin got its 504 after 8 s with
+    /// `--idle-timeout 2`. The proxy now times the silence itself.
+    @Test("an origin that takes a 2 KB POST and then says nothing gets 504 at the idle timeout, not seconds later")
+    func idleTimeoutAfterAnUpload() async throws {
+        try await MisbehavingOrigin.with([.hang]) { origin in
+            try await withProxy({ $0.upstream.idleTimeoutMs = 2000 }) { proxy in
+                try await withRawClient(proxy, readTimeout: .seconds(20)) { client in
+                    let start = ContinuousClock.now
+                    try await client.send(rawRequest("POST \(origin.baseURL)/upload HTTP/1.1",
+                                                     ["Host: 127.0.0.1:\(origin.port)", "Content-Length: 2000"],
+                                                     body: String(repeating: "x", count: 2000)))
+                    let response = try await client.readResponse(method: "POST")
+                    let took = ContinuousClock.now - start
+                    #expect(response.status == 504, "\(response.rawHead)")
+                    #expect(response.bodyText.hasPrefix("hookproxy: timeout waiting for 127.0.0.1:\(origin.port): "), "\(response.bodyText)")
+                    // curl checks about once a second: 2–3 s, with room for a loaded machine (the old way: 8 s).
+                    #expect(took >= .milliseconds(1900) && took < .milliseconds(5500), "504 after \(took)")
+                }
+            }
+        }
+    }
+
     /// Inputs the parser rejects: each gets 400 and a closed connection; the origin never hears of them.
     static let badRequests: [(String, String)] = [
         ("malformed request line", "GARBAGE\r\n\r\n"),

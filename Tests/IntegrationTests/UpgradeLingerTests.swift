@@ -84,7 +84,10 @@ struct UpgradeLingerTests {
             try server.sendNow(Array(WebSocketAdversarialTests.accept.utf8))
             return Self.readSlowlyWhileSending(server, chatter: WebSocketWire.text(Self.chatter, masked: false))
         }
-        try await withProxy({ $0.limits.clientIdleTimeoutMs = 1000; $0.upstream.idleTimeoutMs = 1000 }) { proxy in
+        // 2.5 s, not 1: the server's ~6 s of slow reading still outlasts it twice over, and a loaded run (the full
+        // suite at width 8 on two cores) once left the server's thread unscheduled long enough that the 1 s linger
+        // ended with 10 of its 24 frames read.
+        try await withProxy({ $0.limits.clientIdleTimeoutMs = 2500; $0.upstream.idleTimeoutMs = 2500 }) { proxy in
             let client = try await RawClient.connect(port: proxy.port, readTimeout: .seconds(20),
                                                      sending: WebSocketWire.handshake("http://127.0.0.1:\(origin.port)/",
                                                                                       host: "127.0.0.1:\(origin.port)"))
