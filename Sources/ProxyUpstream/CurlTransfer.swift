@@ -115,7 +115,10 @@ struct ResponseHeadParser {
             complete = true
             return true
         }
-        if end >= 5, line[0] == 0x48, line[1] == 0x54, line[2] == 0x54, line[3] == 0x50, line[4] == 0x2F {  // "HTTP/"
+        // "HTTP/" in any case, as libcurl reads a status line (`http/1.1 200 OK` came with no head at all, and its
+        // 502 said the upstream had closed before a complete one). No header line starts so: `/` is no token byte.
+        if end >= 5, line[0] | 0x20 == 0x68, line[1] | 0x20 == 0x74, line[2] | 0x20 == 0x74, line[3] | 0x20 == 0x70,
+           line[4] == 0x2F {
             if complete, let status = current?.status, status == 401 || status == 407 { answeredChallenges += 1 }
             let bytes = UnsafeRawBufferPointer(rebasing: line[0..<end])
             current = ResponseHeadParser.plainStatusLine(bytes)

@@ -115,6 +115,10 @@ struct RunCommand: AsyncParsableCommand {
             throw ValidationError("--ui-flows must be between 1 and \(FlowStore.Limits.mostFlows) (got \(uiFlows))")
         }
         if maxConnections < 1 { throw ValidationError("--max-connections must be at least 1") }
+        if let har, let jsonl, URL(fileURLWithPath: har).standardizedFileURL == URL(fileURLWithPath: jsonl).standardizedFileURL {
+            // (Each writer locks its file: the second lock read as "being written by another hookproxy".)
+            throw ValidationError("--har and --jsonl name the same file (\(har)); give each log a file of its own")
+        }
         if let upstreamProxy, !(upstreamProxy.hasPrefix("http://") || upstreamProxy.hasPrefix("https://")) {
             throw ValidationError("--upstream-proxy must be an http:// or https:// URL, e.g. http://user:pass@proxy:3128")
         }

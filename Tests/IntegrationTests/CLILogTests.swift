@@ -31,6 +31,19 @@ struct CLILogTests {
         #expect(errors.contains("missing.json"), "\(errors)")
     }
 
+    /// A review's find: the second writer's lock on the one file said "is being written by another hookproxy".
+    @Test("--har and --jsonl naming one file: a usage error that says so, nothing listens")
+    func sameFileForBothLogs() async throws {
+        let directory = try TemporaryDirectory()
+        let child = try HookproxyProcess(arguments: ["run", "--listen", "127.0.0.1:0", "--no-ui", "--har", "log.txt",
+                                                     "--jsonl", "./log.txt"], directory: directory)
+        let started = try await child.start()
+        let status = await child.waitForExit()
+        #expect(!started)
+        #expect(status == 64, "\(child.stderr)")
+        #expect(child.stderr.contains("--har and --jsonl name the same file"), "\(child.stderr)")
+    }
+
     @Test("console line: the rules that fired and `mapped → …` / `responded from …`")
     func consoleLineNamesRulesAndActions() async throws {
         try await withOrigin { origin in

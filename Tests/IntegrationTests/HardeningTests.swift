@@ -111,6 +111,20 @@ struct HardeningTests {
         }
     }
 
+    /// A review's find: libcurl reads `http/1.1` as a status line, hookproxy's head parser did not, and the client
+    /// got a 502 saying the upstream had closed before a complete head.
+    @Test("a status line spelled http/1.1 is read as libcurl reads it: the answer goes on as HTTP/1.1")
+    func lowercaseStatusLine() async throws {
+        let script: [MisbehavingOrigin.Step] = [.text("http/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy { proxy in
+                let response = try await get(proxy, origin)
+                #expect(response.rawHead.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(response.rawHead)\(response.bodyText)")
+                #expect(response.bodyText == "ok")
+            }
+        }
+    }
+
     @Test("a reason phrase with a control character is replaced by the standard one")
     func controlCharacterInReason() async throws {
         let script: [MisbehavingOrigin.Step] = [.text("HTTP/1.1 200 O\u{7F}K\r\nContent-Length: 2\r\n\r\nok")]
