@@ -193,6 +193,24 @@ struct HTTP2ClientTests {
 
     /// hookproxy's error answer to a HEAD carried its message as a body; NIO's HTTP/2 codec refuses that
     /// (`ContentLengthViolated`), and the error reached the connection, which closed with every stream on it.
+    /// A review's find: NIO's codec failed a CONNECT stream (it has no `:path`, RFC 9113 §8.5) with a bare
+    /// RST_STREAM, unlogged. Inside the tunnel it gets the 421 an HTTP/1.1 CONNECT there gets.
+    @Test("a CONNECT stream inside the tunnel gets 421 with its reason, logged; the connection carries on")
+    func connectStreamIsMisdirected() async throws {
+        try await withH2Client { client, origin, proxy in
+            let connect = try await client.openRaw([(":method", "CONNECT"), (":authority", "127.0.0.1:9")], endStream: false)
+            let answer = try await connect.response(timeout: .seconds(10))
+            #expect(answer.status == 421, "\(answer)")
+            #expect(answer.text.contains("misdirected request"), "\(answer.text)")
+            let next = try await client.send("GET", "/head-test")
+            #expect(next.status == 200, "\(next)")
+            #expect(origin.requests.map(\.target) == ["/head-test"])
+            let records = await Hooks.records(proxy, count: 2)
+            #expect(records.contains { $0.request.method == "CONNECT" && $0.response?.status == 421 },
+                    "\(records.map { ($0.request.method, $0.response?.status) })")
+        }
+    }
+
     @Test("a HEAD answered 504 over h2 ends its stream without a body; the connection carries on")
     func headAnsweredWithAnError() async throws {
         try await withH2Client({ $0.upstream.idleTimeoutMs = 1000 }) { client, _, _ in

@@ -521,7 +521,7 @@ final class ProxyRequestHandler: ChannelDuplexHandler, RemovableChannelHandler {
         send(.head(head.nioHead(version: version)))
         let sent = request.head.method == .HEAD ? [] : response.body
         if !sent.isEmpty {
-            if isConnect {
+            if isConnect && version.major < 2 {  // (HTTP/2 frames a CONNECT's refusal as any response)
                 sendBodyBelowEncoder(sent)
             } else {
                 send(.body(.byteBuffer(ByteBuffer(bytes: sent))))

@@ -19,16 +19,30 @@ final class RequestAuthority: ChannelInboundHandler {
 
     private let implied: String?
     private var headSeen = false
+    /// The stream is a CONNECT: its head went on as a complete request, the frames after it are dropped.
+    private var refusingConnect = false
 
     init(implied: String?) {
         self.implied = implied
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if refusingConnect { return }  // a CONNECT's DATA: no tunnel opens, so nothing of it goes anywhere
         guard !headSeen, case .headers(var headers) = unwrapInboundIn(data) else {
             return context.fireChannelRead(data)
         }
         headSeen = true
+        if headers.headers.first(name: ":method") == "CONNECT", !headers.headers.contains(name: ":path") {
+            // RFC 9113 §8.5: a CONNECT has neither `:scheme` nor `:path`, and NIO's codec failed the stream for the
+            // missing `:path` with a bare RST_STREAM. Given its authority as the path, it reaches the request
+            // handler, which answers it (421 in a tunnel, 400 at a reverse listener) and logs it.
+            // Ended here: the handler answers a request once it is complete, and a CONNECT's stream stays open.
+            headers.headers.add(name: ":scheme", value: "https")
+            headers.headers.add(name: ":path", value: headers.headers.first(name: ":authority") ?? "")
+            headers.endStream = true
+            refusingConnect = true
+            return context.fireChannelRead(wrapInboundOut(.headers(headers)))
+        }
         guard let authority = headers.headers.first(name: ":authority") else {
             if let authority = headers.headers.first(name: "host") ?? implied {
                 headers.headers.add(name: ":authority", value: authority)
