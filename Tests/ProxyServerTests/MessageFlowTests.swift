@@ -35,12 +35,19 @@ struct MessageFlowTests {
         #expect(String(buffer: out) == "four")
     }
 
-    @Test("a compressed message is inflated frame by frame: its size is complete, the log keeps only its room")
-    func keepsOnlyTheRoom() throws {
-        var flow = Self.logOnly()
+    /// 1 MiB of `a` compressed (about 1 KiB) and ended by a sync flush's `00 00 FF FF`, so that pieces of it can
+    /// follow one another as the frames of one message.
+    static func flushedMebibyte() throws -> ByteBuffer {
         let source = try #require(MessageDeflater(windowBits: 15, noContextTakeover: false))
         var piece = try #require(source.deflate(ByteBuffer(repeating: 0x61, count: 1 << 20)))
         piece.writeBytes([0x00, 0x00, 0xFF, 0xFF])
+        return piece
+    }
+
+    @Test("a compressed message is inflated frame by frame: its size is complete, the log keeps only its room")
+    func keepsOnlyTheRoom() throws {
+        var flow = Self.logOnly()
+        let piece = try Self.flushedMebibyte()
         var taken = flow.take(WebSocketFrame(fin: false, rsv1: true, opcode: .text, data: piece), room: 1000)
         for _ in 0..<6 { taken = flow.take(WebSocketFrame(fin: false, opcode: .continuation, data: piece), room: 0) }
         taken = flow.take(WebSocketFrame(fin: true, opcode: .continuation, data: ByteBuffer()), room: 0)
@@ -56,9 +63,7 @@ struct MessageFlowTests {
     @Test("a message over the inflater's limit is logged at its compressed size, with a note that says so")
     func overTheLimitIsNoted() throws {
         var flow = Self.logOnly()
-        let source = try #require(MessageDeflater(windowBits: 15, noContextTakeover: false))
-        var piece = try #require(source.deflate(ByteBuffer(repeating: 0x61, count: 1 << 20)))
-        piece.writeBytes([0x00, 0x00, 0xFF, 0xFF])
+        let piece = try Self.flushedMebibyte()
         let pieces = MessageInflater.maxMessageBytes / (1 << 20) + 2
         var taken = flow.take(WebSocketFrame(fin: false, rsv1: true, opcode: .binary, data: piece), room: 1000)
         for _ in 1..<pieces { taken = flow.take(WebSocketFrame(fin: false, opcode: .continuation, data: piece), room: 0) }
