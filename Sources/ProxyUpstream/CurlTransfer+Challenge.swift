@@ -41,6 +41,9 @@ extension CurlTransfer {
         if idleClock.expired(limitMs: request.settings.idleTimeoutMs) {
             let through = request.settings.upstreamProxyName.map { " (through upstream proxy \($0))" } ?? ""
             recordedError = ProxyError(.timeout, "hookproxy: timeout waiting for \(host)\(through): it sent and took nothing for \(request.settings.idleTimeoutMs) ms (--idle-timeout)")
+            // A 401/407 held for curl's next round is not the answer: the client gets the 504 (it got the 401 of
+            // the round before a silent retry).
+            if headParser.holdsAnsweredChallenge { headParser.withhold() }
             return 1  // non-zero: curl ends the transfer with CURLE_ABORTED_BY_CALLBACK
         }
         guard headParser.holdsAnsweredChallenge, downloaded > CurlTransfer.maxHeldChallengeBody else { return 0 }

@@ -44,8 +44,12 @@ extension CurlTransfer {
         try? easy.set(CURLOPT_BUFFERSIZE, CurlTransfer.bufferSize)
         try easy.set(CURLOPT_UPLOAD_BUFFERSIZE, CurlTransfer.bufferSize)
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeoutMs)
+        // The idle timeout is `UpstreamIdleClock`'s, checked in the progress callback. A low-speed limit stays set
+        // because curl then wakes the transfer once a second (its speed check), which is what calls that callback
+        // while the upstream is silent; its own time is a day, a backstop only: at the idle timeout it cut an
+        // upstream that trickled a byte every few seconds (under 1 byte/s on average), however recent its last byte.
         try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
-        try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, (settings.idleTimeoutMs + 999) / 1000))
+        try easy.set(CURLOPT_LOW_SPEED_TIME, max(86_400, (settings.idleTimeoutMs + 999) / 1000))
         errorBuffer[0] = 0
         try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
 

@@ -43,6 +43,26 @@ struct ChallengeEdgeTests {
         }
     }
 
+    /// A review's find: the idle timeout struck while curl's credentialed round waited, and the client got the
+    /// first round's 401, which the rule had said to answer.
+    @Test("a server silent after its 401, under use_credential: the client gets the idle timeout's 504, not the 401")
+    func silentAfterTheChallenge() async throws {
+        // The origin reads the credentialed retry only after this pause: to curl, that round is silent.
+        let script: [MisbehavingOrigin.Step] = [
+            .text("HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\nContent-Length: 0\r\n\r\n"),
+            .pause(milliseconds: 8000),
+        ]
+        try await MisbehavingOrigin.with(script) { origin in
+            let directory = try TemporaryDirectory()
+            let rules = try Hooks.store(directory, ChallengeHookTests.useCredential())
+            try await withHookProxy(rules: rules, { $0.upstream.idleTimeoutMs = 1500 }) { proxy in
+                let response = try await Hooks.curl(proxy, "\(origin.baseURL)/silent", ["--max-time", "10"])
+                #expect(response.status == 504, "\(response.stderr) \(response.bodyText.prefix(200))")
+                #expect(response.bodyText.contains("timeout waiting for"), "\(response.bodyText.prefix(300))")
+            }
+        }
+    }
+
     @Test("an upstream proxy's 407 whose body never ends: a CONNECT is answered within --connect-timeout")
     func endlessProxyChallengeBodyOnConnect() async throws {
         let chunk = Array("10000\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 0x10000) + Array("\r\n".utf8)

@@ -110,6 +110,24 @@ struct ProxyErrorTests {
         }
     }
 
+    /// A review's find: curl's low-speed check, left at the idle timeout beside the transfer's own clock, cut an
+    /// upstream that sent a byte every 1.2 s (under 1 byte/s on average) at 2 s, however recent its last byte.
+    @Test("an origin that trickles a byte more often than the idle timeout is never cut")
+    func tricklingOriginIsNotIdle() async throws {
+        let script: [MisbehavingOrigin.Step] = [
+            .text("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n"), .drip(Array("abcd".utf8), intervalMilliseconds: 1200),
+        ]
+        try await MisbehavingOrigin.with(script) { origin in
+            try await withProxy({ $0.upstream.idleTimeoutMs = 2000; $0.limits.clientIdleTimeoutMs = 2000 }) { proxy in
+                try await withRawClient(proxy, readTimeout: .seconds(20)) { client in
+                    try await client.send(rawRequest("GET \(origin.baseURL)/drip HTTP/1.1", ["Host: 127.0.0.1:\(origin.port)"]))
+                    let response = try await client.readResponse()
+                    #expect(response.status == 200 && response.bodyText == "abcd", "\(response.rawHead)\(response.bodyText)")
+                }
+            }
+        }
+    }
+
     /// Inputs the parser rejects: each gets 400 and a closed connection; the origin never hears of them.
     static let badRequests: [(String, String)] = [
         ("malformed request line", "GARBAGE\r\n\r\n"),

@@ -14,7 +14,7 @@ struct UpstreamFieldHygieneTests {
     /// A chunked answer whose trailers hold framing and routing fields beside a real one, and whose head says `TE`.
     static let trailersScript: [MisbehavingOrigin.Step] = [
         .text("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\nTE: trailers\r\n\r\n"),
-        .text("5\r\nhello\r\n0\r\nX-Checksum: abc\r\nContent-Length: 99\r\nConnection: close\r\n\r\n"),
+        .text("5\r\nhello\r\n0\r\nX-Checksum: abc\r\nContent-Length: 99\r\nConnection: close\r\nX-Ctl: a\u{1B}b\r\nX-Del: \u{7F}\r\n\r\n"),
         .close,
     ]
     static let noContentScript: [MisbehavingOrigin.Step] = [
@@ -56,6 +56,7 @@ struct UpstreamFieldHygieneTests {
             #expect(response.trailer("x-checksum") == "abc", "\(String(describing: response.trailers))")
             #expect(response.trailer("content-length") == nil && response.trailer("connection") == nil,
                     "\(String(describing: response.trailers))")
+            #expect(response.trailer("x-ctl") == nil && response.trailer("x-del") == nil, "control characters: \(String(describing: response.trailers))")
             #expect(response.header("te") == nil, "\(response.headers)")
         }
     }
@@ -70,6 +71,7 @@ struct UpstreamFieldHygieneTests {
         let tail = answer.dropFirst(head.count + 4)
         #expect(tail.contains("0\r\nX-Checksum: abc\r\n"), "\(tail)")
         #expect(!tail.lowercased().contains("content-length") && !tail.lowercased().contains("connection:"), "\(tail)")
+        #expect(!tail.contains("X-Ctl") && !tail.contains("X-Del") && tail.hasSuffix("\r\n\r\n"), "a clean end: \(tail)")
     }
 
     @Test("HTTP/2: a 204 with Content-Length and stray bytes ends cleanly, without Content-Length")
@@ -100,12 +102,15 @@ struct UpstreamFieldHygieneTests {
             let refused = try await client.send("GET", "/a", headers: [("host", "evil.example")])
             #expect(refused.status == 400, "\(refused)")
             #expect(refused.text.contains(":authority"), "\(refused.text)")
+            // `:443` is the default port only as the whole port (a review's find: `h:1:443` passed as `h:1`).
+            let doubled = try await client.send("GET", "/c", headers: [("host", "localhost:\(origin.port):443")])
+            #expect(doubled.status == 400, "\(doubled)")
             let matching = try await client.send("GET", "/b", headers: [("host", "LOCALHOST:\(origin.port)")])
             #expect(matching.status == 200, "\(matching)")
             let received = String(decoding: origin.received, as: UTF8.self)
-            #expect(!received.contains("evil.example") && !received.contains("GET /a"), "\(received)")
-            let records = await Hooks.records(proxy, count: 2)
-            #expect(records.map { $0.response?.status } == [400, 200], "the refusal is logged")
+            #expect(!received.contains("evil.example") && !received.contains("GET /a") && !received.contains("GET /c"), "\(received)")
+            let records = await Hooks.records(proxy, count: 3)
+            #expect(records.map { $0.response?.status } == [400, 400, 200], "the refusals are logged")
         }
     }
 }

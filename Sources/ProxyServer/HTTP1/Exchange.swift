@@ -163,6 +163,8 @@ final class Exchange {
         HopByHop.strip(&fields, in: message)
         fields.removeAll { field in
             field.name.lowercased().hasPrefix("if-") || forbiddenTrailers.contains { field.name.caseInsensitiveEquals($0) }
+                // (as in a head, where they get 502: here the body is out, so the field goes instead)
+                || !HTTPToken.isToken(field.name) || HTTPToken.hasControlCharacter(field.value)
         }
         return fields.isEmpty ? nil : fields
     }

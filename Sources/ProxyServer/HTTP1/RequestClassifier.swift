@@ -127,7 +127,7 @@ enum RequestClassifier {
             hosts += 1
             if hosts > 1 {
                 // Over HTTP/2 a second Host is RequestAuthority's mark of a `host` that disagrees with `:authority`.
-                return .invalid(head.version.major >= 2 ? "a host field that names another server than :authority (RFC 9113 §8.3.1)"
+                return .invalid(head.version.major >= 2 ? "a host field that names another server than :authority, or more than one host field (RFC 9113 §8.3.1)"
                                                          : "more than one Host header")
             }
         }

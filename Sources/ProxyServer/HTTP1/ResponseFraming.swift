@@ -29,11 +29,11 @@ enum ResponseFraming {
         if head.headers.contains("transfer-encoding") {
             // libcurl decodes only `chunked`: with another coding the client would get coded bytes as the content
             // (`gzip, chunked`: raw gzip), or an empty answer (chunked not last, RFC 9112 §6.3).
-            let codings = head.headers.values(for: "transfer-encoding")
-                .flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces().asciiLowercased() }
+            let sent = head.headers.values(for: "transfer-encoding")
+            let codings = sent.flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces().asciiLowercased() }
                 .filter { !$0.isEmpty && $0 != "identity" }
             guard codings == ["chunked"] else {
-                return "Transfer-Encoding '\(printable(codings.joined(separator: ", ")))' (hookproxy decodes chunked only)"
+                return "Transfer-Encoding '\(printable(sent.joined(separator: ", ")))' (hookproxy decodes chunked only)"
             }
             head.headers.remove("content-length")
             return nil

@@ -67,8 +67,11 @@ final class RequestAuthority: ChannelInboundHandler {
         let defaultPort = scheme.caseInsensitiveEquals("http") ? ":80" : ":443"
         func bare(_ authority: String) -> Substring {
             let text = Substring(authority)
-            return text.utf8.count > defaultPort.utf8.count && text.hasSuffix(defaultPort)
-                ? text.dropLast(defaultPort.count) : text
+            guard text.utf8.count > defaultPort.utf8.count, text.hasSuffix(defaultPort) else { return text }
+            // Only the port: what is left names a host without one (`h:1:443` is no spelling of `h:1`).
+            let host = text.dropLast(defaultPort.count)
+            let afterBracket = host.lastIndex(of: "]").map { host[host.index(after: $0)...] } ?? host
+            return afterBracket.contains(":") ? text : host
         }
         let (x, y) = (bare(a), bare(b))
         return x.utf8.count == y.utf8.count && String(x).caseInsensitiveEquals(String(y))
