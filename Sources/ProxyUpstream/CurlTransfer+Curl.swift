@@ -285,8 +285,7 @@ extension CurlTransfer {
             (kind, what) = (.upstreamClosed, "upstream closed the connection")
         default: (kind, what) = (.upstreamFailed, "upstream error")
         }
-        let through = request.settings.upstreamProxyName.map { " (through upstream proxy \($0))" } ?? ""
-        return ProxyError(kind, "hookproxy: \(what) \(host)\(through): \(reason)")
+        return ProxyError(kind, "hookproxy: \(what) \(host)\(throughUpstreamProxy): \(reason)")
     }
 
     /// Whether a failure is the upstream proxy's: curl could not reach it, or the request never left it for the

@@ -46,6 +46,11 @@ final class CurlTransfer: @unchecked Sendable {
 
     var host: String { request.head.url.authority }
 
+    /// ` (through upstream proxy NAME)` after the host in an error message, or nothing without `--upstream-proxy`.
+    var throughUpstreamProxy: String {
+        request.settings.upstreamProxyName.map { " (through upstream proxy \($0))" } ?? ""
+    }
+
     /// Whether libcurl may answer a 401/407 itself and send the request again: the rule says `use_credential`, or an
     /// upstream proxy may ask for its credentials.
     var mayAnswerChallenges: Bool {

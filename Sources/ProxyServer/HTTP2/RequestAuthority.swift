@@ -73,8 +73,7 @@ final class RequestAuthority: ChannelInboundHandler {
             let afterBracket = host.lastIndex(of: "]").map { host[host.index(after: $0)...] } ?? host
             return afterBracket.contains(":") ? text : host
         }
-        let (x, y) = (bare(a), bare(b))
-        return x.utf8.count == y.utf8.count && String(x).caseInsensitiveEquals(String(y))
+        return String(bare(a)).caseInsensitiveEquals(String(bare(b)))
     }
 }
 
