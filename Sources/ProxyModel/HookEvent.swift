@@ -13,7 +13,7 @@ public struct HookEvent: Sendable, Hashable, Codable {
     /// | `redirect` | a 3xx head reaches the exchange, before the client sees it: `pass`, `block`, `rewrite`, `follow` (the next hop starts when the 3xx ends) | event loop |
     /// | `body` | a body transform ran on a whole request or response body (or skipped it: over --body-limit) | the transform pool; recorded on the event loop |
     /// | `throttle` | an exchange under a `throttle` (rules per field, then `--throttle`) starts, and again for each followed hop: the limits in force and where they came from | event loop |
-    /// | `upstream` | reserved for what the engine reports about the upstream connection (nothing produces it yet) | event loop, inside curl |
+    /// | `upstream` | what the upstream sent beside its response: a 1xx (102, 103, …) forwarded to the client, or not and why | event loop |
     ///
     /// Events made inside curl travel with the transfer's outcome to the exchange; the log record is always built
     /// on the event loop, by the exchange.

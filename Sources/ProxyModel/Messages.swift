@@ -57,6 +57,8 @@ public struct ResponseHead: Sendable, Hashable {
     public static func standardReason(for status: Int) -> String {
         switch status {
         case 100: "Continue"
+        case 102: "Processing"
+        case 103: "Early Hints"
         case 200: "OK"
         case 201: "Created"
         case 204: "No Content"

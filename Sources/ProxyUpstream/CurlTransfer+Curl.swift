@@ -157,7 +157,12 @@ extension CurlTransfer {
             }
             return line.count
         }
-        guard headParser.feed(line) else { return line.count }
+        guard headParser.feed(line) else {
+            if line.count <= 2, let informational = headParser.takeInformational() {
+                delegate.didReceiveInformational(informational)
+            }
+            return line.count
+        }
         let status = headParser.current?.status ?? 0
         if holdsHeadForAuthRound(status) {
             // libcurl answers a Digest challenge marked `stale=true` again and again: a server that says so every

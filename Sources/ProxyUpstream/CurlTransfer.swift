@@ -88,9 +88,12 @@ enum TransferState {
 }
 
 /// Collects header lines from CURLOPT_HEADERFUNCTION into a ResponseHead. Informational (1xx) responses and
-/// intermediate auth rounds start over at their own status line; the head in force is the last one completed.
+/// intermediate auth rounds start over at their own status line; the head in force is the last one completed. A
+/// completed 1xx other than 101 waits in `informational` until taken: a proxy forwards them (RFC 9110 §15.2).
 struct ResponseHeadParser {
     private(set) var current: ResponseHead?
+    /// The last 1xx head completed and not yet taken (`takeInformational`).
+    private var informational: ResponseHead?
     private(set) var complete = false
     private(set) var delivered = false
     /// 401/407 heads that a later response replaced (curl answered the challenge).
@@ -114,6 +117,7 @@ struct ResponseHeadParser {
         if end == 0 {
             guard let current else { return false }
             if (100..<200).contains(current.status) && current.status != 101 {
+                informational = current
                 self.current = nil
                 return false
             }
@@ -156,6 +160,13 @@ struct ResponseHeadParser {
         while valueEnd > valueStart, line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09 { valueEnd -= 1 }
         return (String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self),
                 String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
+    }
+
+    /// The 1xx head a blank line just completed, once.
+    mutating func takeInformational() -> ResponseHead? {
+        guard let head = informational else { return nil }
+        informational = nil
+        return head
     }
 
     /// Whether a complete 401/407 head waits, not handed on (libcurl may answer it, reading its body meanwhile).

@@ -95,11 +95,15 @@ public enum BodyFlow: Sendable, Equatable {
 /// The receiving side of one upstream transfer (implemented by the server's exchange bridge).
 ///
 /// Every method is called on the event loop the transfer was started on, from inside libcurl, in order:
-/// `didReceiveHead` once (for the final, non-1xx response), `didReceiveBody` any number of times, then `didComplete`
+/// `didReceiveInformational` for each 1xx head other than 101 (none after the final head), `didReceiveHead` once (for
+/// the final, non-1xx response), `didReceiveBody` any number of times, then `didComplete`
 /// exactly once (unless the transfer was cancelled). `provideRequestBody` is called whenever libcurl wants request
 /// bytes. None of them may block or throw, and none may call back into the engine synchronously (a `resume` or
 /// `cancel` made from inside a callback waits for the loop's next turn): they hand data on and return.
 public protocol UpstreamTransferDelegate: AnyObject, Sendable {
+    /// An informational (1xx, not 101) response head: 100 Continue, 102 Processing, 103 Early Hints. By default,
+    /// dropped.
+    func didReceiveInformational(_ head: ResponseHead)
     func didReceiveHead(_ head: ResponseHead)
     /// Take all of `bytes` and return `.bytes(bytes.count)`, or return `.pause` to take none now.
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyFlow
@@ -121,6 +125,7 @@ public protocol UpstreamTransferDelegate: AnyObject, Sendable {
 }
 
 extension UpstreamTransferDelegate {
+    public func didReceiveInformational(_ head: ResponseHead) {}
     public func didReceiveBody(_ bytes: UnsafeRawBufferPointer, mayPause: () -> Bool) -> BodyFlow { didReceiveBody(bytes) }
     public func connectionShared() {}
     public func rewindRequestBody() -> Bool { false }

@@ -235,6 +235,7 @@ final class Exchange {
             }
             wrote = true
             switch event {
+            case .informational(let head): forward(informational: head)
             case .head(let head): receive(head)
             case .body(let buffer): if let action = machine.upstreamBody(buffer) { perform(action) }
             case .end(let outcome): end(outcome)
@@ -264,6 +265,30 @@ final class Exchange {
             verdict = .pass(hasBody: ResponseHead.hasBody(status: head.status, requestMethod: clientHead.method))
         }
         perform(machine.upstreamHead(head, verdict))
+    }
+
+    /// A 1xx the upstream sent before its final head goes on to the client (RFC 9110 §15.2: a proxy forwards them),
+    /// its hop-by-hop fields dropped, the rules' response edits not applied (they are the final response's), and is
+    /// noted in the log. Not a 100 (hookproxy answered the client's `Expect` itself), not to an HTTP/1.0 client (which
+    /// would read it as the response), nor once the final head is decided; one that breaks a field is dropped.
+    private func forward(informational upstream: ResponseHead) {
+        guard upstream.status != 100, machine.mayWriteInformational, let handler else { return }
+        var head = upstream
+        let status = "\(head.status) \(ResponseHead.standardReason(for: head.status))"
+        let refusal: String? = if clientVersion == .http1_0 { "an HTTP/1.0 client" }
+            else if let problem = ResponseFraming.sanitize(&head) { problem }
+            else { nil }
+        HopByHop.strip(&head.headers, in: .response)
+        head.headers.remove("content-length")
+        head.headers.remove("transfer-encoding")
+        let tooLarge = clientVersion.major >= 2
+            ? HTTP2HeaderBlock.problem(status: head.status, head.headers, what: "the informational head") : nil
+        if let why = refusal ?? tooLarge {
+            hopEvents.append(HookEvent(hook: .upstream, action: "\(status) not forwarded", detail: why))
+            return
+        }
+        hopEvents.append(HookEvent(hook: .upstream, action: "\(status) forwarded"))
+        handler.send(.head(head.nioHead(version: clientVersion)))
     }
 
     /// Why the head, as it would be written, is too large for the client's HTTP/2 stream (nil for HTTP/1 clients,

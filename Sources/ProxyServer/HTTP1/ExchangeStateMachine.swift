@@ -164,6 +164,12 @@ struct ExchangeStateMachine {
     /// Whether the client may still be written to.
     var clientConnected: Bool { client == .connected }
 
+    /// Whether an informational (1xx) head may go to the client now: it is there, and no final head is out or decided.
+    var mayWriteInformational: Bool {
+        guard client == .connected, !headWritten, case .awaitingHead = response else { return false }
+        return true
+    }
+
     /// Whether a followed redirect could be sent the request body again.
     var canReplayRequestBody: Bool { !configuration.requestHasBody || replay != nil }
 

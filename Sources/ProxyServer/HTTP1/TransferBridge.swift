@@ -16,6 +16,8 @@ import Synchronization
 final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     /// What curl produced, in order, waiting for the event loop.
     enum Event {
+        /// A 1xx (not 101) before the final head.
+        case informational(ResponseHead)
         case head(ResponseHead)
         case body(ByteBuffer)
         case end(UpstreamOutcome)
@@ -145,6 +147,10 @@ final class TransferBridge: UpstreamTransferDelegate, @unchecked Sendable {
     }
 
     // MARK: curl side (inside curl's callbacks)
+
+    func didReceiveInformational(_ head: ResponseHead) {
+        enqueue(.informational(head), bytes: 0)
+    }
 
     func didReceiveHead(_ head: ResponseHead) {
         if head.version.major >= 2 { state.withLock { $0.upstream = .shared } }
