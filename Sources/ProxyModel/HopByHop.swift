@@ -36,6 +36,16 @@ public enum HopByHop {
         if message == .request, takesTrailers, !named.contains(where: { $0.caseInsensitiveEquals("te") }) { headers.add("TE", "trailers") }
     }
 
+    /// Strips a message's trailer fields as `strip` strips a head, and also every field its head named in
+    /// `Connection` (`connection`: the values of the head's Connection fields; RFC 9110 §7.6.1: those are hop-by-hop
+    /// wherever they come, and the trailers cannot say so themselves).
+    public static func strip(trailers: inout HeaderFields, connection: [String], in message: Message) {
+        strip(&trailers, in: message)
+        var named: [String] = []
+        for value in connection { forEachListItem(value) { named.append(String($0)) } }
+        if !named.isEmpty { trailers.removeAll { field in named.contains { field.name.caseInsensitiveEquals($0) } } }
+    }
+
     /// Past this many names in `Connection`, they are looked up in a set (a real client names one or two).
     static let manyNamed = 8
 

@@ -33,7 +33,7 @@ struct RequestTrailerTests {
         }
     }
 
-    @Test("a chunked upload's trailers reach the origin after the last chunk; Host, Authorization and If-* trailers do not")
+    @Test("a chunked upload's trailers reach the origin after the last chunk; Host, Authorization, If-* and trailers the head's Connection names do not")
     func chunkedUploadTrailers() async throws {
         let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
         try await MisbehavingOrigin.with([.pause(milliseconds: 200), .text(answer)]) { origin in
@@ -41,8 +41,9 @@ struct RequestTrailerTests {
                 try await withRawClient(proxy) { client in
                     let head = rawRequest("POST \(origin.baseURL)/upload HTTP/1.1", [
                         "Host: 127.0.0.1:\(origin.port)", "Transfer-Encoding: chunked", "Trailer: X-Checksum",
+                        "Connection: X-Hop-Only",
                     ])
-                    let body = "5\r\nhello\r\n6\r\n world\r\n0\r\nX-Checksum: sha256=abc\r\nHost: elsewhere.example\r\nAuthorization: Bearer smuggled\r\nIf-Match: \"x\"\r\n\r\n"
+                    let body = "5\r\nhello\r\n6\r\n world\r\n0\r\nX-Checksum: sha256=abc\r\nX-Hop-Only: 1\r\nHost: elsewhere.example\r\nAuthorization: Bearer smuggled\r\nIf-Match: \"x\"\r\n\r\n"
                     try await client.send(Array(head.utf8) + Array(body.utf8))
                     let response = try await client.readResponse(method: "POST")
                     #expect(response.status == 200, "\(response.rawHead)\(response.bodyText)")
@@ -60,6 +61,7 @@ struct RequestTrailerTests {
                 #expect(tail.contains("hello") && tail.contains(" world"), "\(received)")
                 #expect(tail.hasSuffix("0\r\nX-Checksum: sha256=abc\r\n\r\n"), "the upload's end: \(tail.suffix(80))")
                 #expect(!tail.contains("elsewhere.example"), "a routing field went on as a trailer")
+                #expect(!tail.contains("X-Hop-Only"), "a trailer the head's Connection names went on: \(tail.suffix(120))")
                 #expect(!tail.contains("smuggled") && !tail.contains("If-Match"),
                         "fields RFC 9110 forbids in trailers (authentication, conditionals) went on: \(tail.suffix(120))")
             }

@@ -13,8 +13,8 @@ struct UpstreamFieldHygieneTests {
 
     /// A chunked answer whose trailers hold framing and routing fields beside a real one, and whose head says `TE`.
     static let trailersScript: [MisbehavingOrigin.Step] = [
-        .text("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\nTE: trailers\r\n\r\n"),
-        .text("5\r\nhello\r\n0\r\nX-Checksum: abc\r\nContent-Length: 99\r\nConnection: close\r\nX-Ctl: a\u{1B}b\r\nX-Del: \u{7F}\r\n\r\n"),
+        .text("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\nTE: trailers\r\nConnection: X-Hop-Only\r\n\r\n"),
+        .text("5\r\nhello\r\n0\r\nX-Checksum: abc\r\nX-Hop-Only: 1\r\nContent-Length: 99\r\nConnection: close\r\nX-Ctl: a\u{1B}b\r\nX-Del: \u{7F}\r\n\r\n"),
         .close,
     ]
     static let noContentScript: [MisbehavingOrigin.Step] = [
@@ -54,7 +54,8 @@ struct UpstreamFieldHygieneTests {
             #expect(response.status == 200 && response.text == "hello", "\(response)")
             #expect(response.reset == nil && response.failure == nil, "\(response)")
             #expect(response.trailer("x-checksum") == "abc", "\(String(describing: response.trailers))")
-            #expect(response.trailer("content-length") == nil && response.trailer("connection") == nil,
+            #expect(response.trailer("content-length") == nil && response.trailer("connection") == nil
+                        && response.trailer("x-hop-only") == nil,
                     "\(String(describing: response.trailers))")
             #expect(response.trailer("x-ctl") == nil && response.trailer("x-del") == nil, "control characters: \(String(describing: response.trailers))")
             #expect(response.header("te") == nil, "\(response.headers)")
@@ -71,6 +72,7 @@ struct UpstreamFieldHygieneTests {
         let tail = answer.dropFirst(head.count + 4)
         #expect(tail.contains("0\r\nX-Checksum: abc\r\n"), "\(tail)")
         #expect(!tail.lowercased().contains("content-length") && !tail.lowercased().contains("connection:"), "\(tail)")
+        #expect(!tail.contains("X-Hop-Only"), "a trailer the head's Connection names: \(tail)")
         #expect(!tail.contains("X-Ctl") && !tail.contains("X-Del") && tail.hasSuffix("\r\n\r\n"), "a clean end: \(tail)")
     }
 

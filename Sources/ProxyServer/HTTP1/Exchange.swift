@@ -55,6 +55,8 @@ final class Exchange {
     private var pacedUpload = PacedUpload()
     /// The client's request trailers, once its body ended with some (forwarded by an HTTP/1.1 chunked upload).
     private var clientTrailers: HeaderFields?
+    /// The current hop's response head as the upstream sent it: its `Connection` also names trailers that stay.
+    private var upstreamResponseHeaders = HeaderFields()
 
     // for the log
     private var requestBodySize = 0
@@ -150,7 +152,7 @@ final class Exchange {
     }
 
     func finishRequestBody(trailers: HTTPHeaders? = nil) {
-        if let trailers, !trailers.isEmpty { clientTrailers = Exchange.forwardable(HeaderFields(trailers), in: .request) }
+        if let trailers, !trailers.isEmpty { clientTrailers = Exchange.forwardable(HeaderFields(trailers), connection: request.head.headers["connection"], in: .request) }
         perform(machine.requestEnd())
     }
 
@@ -158,9 +160,9 @@ final class Exchange {
     /// trailers (framing, routing, request modifiers, authentication, content metadata) and no hop-by-hop field,
     /// which the rules' header edits never see. (An upstream's `Content-Length` or `Connection` in its trailers
     /// made an HTTP/2 client fail the stream, and reached an HTTP/1.1 client in the chunked trailer.)
-    private static func forwardable(_ trailers: HeaderFields, in message: HopByHop.Message) -> HeaderFields? {
+    private static func forwardable(_ trailers: HeaderFields, connection: [String], in message: HopByHop.Message) -> HeaderFields? {
         var fields = trailers
-        HopByHop.strip(&fields, in: message)
+        HopByHop.strip(trailers: &fields, connection: connection, in: message)
         fields.removeAll { field in
             field.name.lowercased().hasPrefix("if-") || forbiddenTrailers.contains { field.name.caseInsensitiveEquals($0) }
                 // (as in a head, where they get 502: here the body is out, so the field goes instead)
@@ -246,6 +248,7 @@ final class Exchange {
     }
 
     private func receive(_ upstream: ResponseHead) {
+        upstreamResponseHeaders = upstream.headers
         var head = upstream
         let verdict: ExchangeStateMachine.HeadVerdict
         if head.status == 101 {
@@ -303,7 +306,7 @@ final class Exchange {
 
     private func end(_ outcome: UpstreamOutcome) {
         var outcome = outcome
-        outcome.trailers = outcome.trailers.flatMap { Exchange.forwardable($0, in: .response) }
+        outcome.trailers = outcome.trailers.flatMap { Exchange.forwardable($0, connection: upstreamResponseHeaders.values(for: "connection"), in: .response) }
         if outcome.error == nil, clientVersion.major >= 2, let trailers = outcome.trailers,
            let problem = HTTP2HeaderBlock.problem(status: nil, trailers, what: "the trailer block") {
             // Too large for one frame: the stream is reset (the body is out; only its end is refused), not the
