@@ -77,6 +77,14 @@ static inline CURLcode hp_getinfo_ptr(CURL *easy, CURLINFO info, void **out) {
     return curl_easy_getinfo(easy, info, out);
 }
 
+/// The OpenSSL `SSL *` of the transfer's connection (CURLINFO_TLS_SSL_PTR), NULL without one.
+static inline void *hp_tls_ssl_pointer(CURL *easy) {
+    struct curl_tlssessioninfo *info = NULL;
+    if(curl_easy_getinfo(easy, CURLINFO_TLS_SSL_PTR, &info) != CURLE_OK || !info || info->backend != CURLSSLBACKEND_OPENSSL)
+        return NULL;
+    return info->internals;
+}
+
 // MARK: multi options
 
 static inline CURLMcode hp_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {

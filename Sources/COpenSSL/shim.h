@@ -31,6 +31,11 @@ static inline void hp_SSL_CTX_set_cert_verify_callback(SSL_CTX *ctx, hp_cert_ver
 }
 static inline int hp_ssl_verify_peer(void) { return SSL_VERIFY_PEER; }
 static inline void hp_SSL_CTX_forbid_renegotiation(SSL_CTX *ctx) { SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION); }
+// Info callbacks (CloseNotifyLedger): `where` says what happened, `ret` which alert (level << 8 | description).
+typedef void (*hp_info_callback)(const SSL *ssl, int where, int ret);
+static inline void hp_SSL_CTX_set_info_callback(SSL_CTX *ctx, hp_info_callback cb) { SSL_CTX_set_info_callback(ctx, cb); }
+static inline int hp_ssl_cb_read_alert(void) { return SSL_CB_READ_ALERT; }
+static inline int hp_ssl_ad_close_notify(void) { return SSL_AD_CLOSE_NOTIFY; }
 static inline int hp_ssl_verify_none(void) { return SSL_VERIFY_NONE; }
 static inline unsigned long hp_xn_flag_rfc2253(void) { return XN_FLAG_RFC2253; }
 static inline unsigned long hp_x509_v_flag_partial_chain(void) { return X509_V_FLAG_PARTIAL_CHAIN; }

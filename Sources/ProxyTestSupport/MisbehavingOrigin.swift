@@ -26,6 +26,9 @@ public final class MisbehavingOrigin: Sendable {
         case close
         /// Resets the connection (an RST: SO_LINGER 0, then close).
         case reset
+        /// Closes the TCP connection (a FIN) without TLS's close_notify before it: a truncation an attacker (or a
+        /// careless server) can make. Without TLS, the same as `close`.
+        case closeWithoutTLSClose
         /// Keeps the connection open and silent until the client leaves or the origin shuts down.
         case hang
 
@@ -178,11 +181,28 @@ private final class ScriptPlayer: ChannelInboundHandler {
         case .reset:
             guard let socket = context.channel as? any SocketOptionProvider else { return context.close(promise: nil) }
             socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        case .closeWithoutTLSClose:
+            // Closed from the front of the pipeline, the TLS handler never sees the close (its writes went out).
+            if (try? context.pipeline.syncOperations.addHandler(FrontCloser(), position: .first)) == nil {
+                context.close(promise: nil)
+            }
         case .hang:
             break
         }
     }
 }
+
+/// Closes its channel as it is added, from the front of the pipeline: no handler but the channel's own sees it.
+private final class FrontCloser: ChannelOutboundHandler {
+    typealias OutboundIn = NIOAny
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        context.close(promise: nil)
+    }
+}
+
+@available(*, unavailable)
+extension FrontCloser: Sendable {}
 
 @available(*, unavailable)
 extension ScriptPlayer: Sendable {}

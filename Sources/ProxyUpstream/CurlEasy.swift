@@ -119,6 +119,11 @@ final class CurlEasy {
         return String(cString: value)
     }
 
+    /// The address of the connection's OpenSSL `SSL *` (CURLINFO_TLS_SSL_PTR); nil without TLS.
+    var tlsConnection: UInt? {
+        hp_tls_ssl_pointer(handle).map { UInt(bitPattern: $0) }
+    }
+
     func pause(_ bitmask: Int32) -> CURLcode {
         curl_easy_pause(handle, bitmask)
     }

@@ -179,9 +179,21 @@ extension CurlTransfer {
                 return 0  // not the byte count: curl ends the transfer with CURLE_WRITE_ERROR
             }
         } else if let head = headParser.takeForDelivery() {
-            delegate.didReceiveHead(head)
+            deliver(head)
         }
         return line.count
+    }
+
+    private func deliver(_ head: ResponseHead) {
+        if head.version.major == 1, request.head.url.scheme == "https", !head.headers.contains("content-length"),
+           !head.headers.contains("transfer-encoding"),
+           ResponseHead.hasBody(status: head.status, requestMethod: request.head.method),
+           let connection = easy?.tlsConnection {
+            // Its body ends with the connection: only close_notify says the close was the server's.
+            closeDelimitedOverTLS = connection
+            CloseNotifyLedger.expect(connection)
+        }
+        delegate.didReceiveHead(head)
     }
 
     /// How many 401/407 answers one transfer gives before it stops: NTLM needs two, a stale Digest nonce one more.
@@ -194,7 +206,7 @@ extension CurlTransfer {
     }
 
     func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
-        if let head = headParser.takeForDelivery() { delegate.didReceiveHead(head) }
+        if let head = headParser.takeForDelivery() { deliver(head) }
         let flow = delegate.didReceiveBody(bytes) { [unowned(unsafe) self] in engine?.mayPauseAlone(self) ?? false }
         switch flow {
         case .bytes:
@@ -247,6 +259,9 @@ extension CurlTransfer {
             }
         }
         if code != CURLE_OK { outcome.error = recordedError ?? error(for: code) }
+        if let connection = closeDelimitedOverTLS, !CloseNotifyLedger.take(connection), code == CURLE_OK {
+            outcome.error = ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): its TLS connection closed without close_notify, so the body it ended may be cut short (RFC 8446 §6.1)")
+        }
         return outcome
     }
 

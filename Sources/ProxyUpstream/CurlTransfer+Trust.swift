@@ -11,7 +11,13 @@ extension CurlTransfer {
         guard request.head.url.scheme == "https", let policy = request.trust else {
             try easy.set(CURLOPT_SSL_VERIFYPEER, true)
             try easy.set(CURLOPT_SSL_VERIFYHOST, 2)
-            if request.head.url.scheme == "https", request.settings.verifyTime != nil { try configureDefaultClock(easy) }
+            guard request.head.url.scheme == "https" else { return }
+            if request.settings.verifyTime != nil { return try configureDefaultClock(easy) }
+            try easy.setSSLContextCallback({ _, sslContext, _ in
+                guard let sslContext else { return CURLE_ABORTED_BY_CALLBACK }
+                CloseNotifyLedger.watch(OpaquePointer(sslContext))
+                return CURLE_OK
+            })
             return
         }
         try easy.set(CURLOPT_SSL_VERIFYPEER, false)
@@ -29,6 +35,7 @@ extension CurlTransfer {
             // The verify callback's context is the transfer that opened the connection; a renegotiation later in the
             // connection's life (another transfer's) must not call back into it.
             hp_SSL_CTX_forbid_renegotiation(ctx)
+            CloseNotifyLedger.watch(ctx)
             hp_SSL_CTX_set_verify(ctx, hp_ssl_verify_peer(), nil)
             hp_SSL_CTX_set_cert_verify_callback(ctx, { storeContext, context in
                 guard let storeContext, let context else { return 0 }
@@ -62,6 +69,7 @@ extension CurlTransfer {
             // As with a trust rule: the context is the transfer that opened the connection, freed when it ends, and a
             // renegotiation on the reused connection would call back into it (a use after free).
             hp_SSL_CTX_forbid_renegotiation(ctx)
+            CloseNotifyLedger.watch(ctx)
             hp_SSL_CTX_set_cert_verify_callback(ctx, { storeContext, context in
                 guard let storeContext, let context else { return 0 }
                 let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()

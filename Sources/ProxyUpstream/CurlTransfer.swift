@@ -18,6 +18,8 @@ final class CurlTransfer: @unchecked Sendable {
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: hp_error_size() + 1)
     var events: [HookEvent] = []
     var recordedError: ProxyError?
+    /// The TLS connection whose close ends this response's body (`CloseNotifyLedger`), once the head said so.
+    var closeDelimitedOverTLS: UInt?
     /// The upstream proxy's answers to this transfer's CONNECTs so far; nil when it does not tunnel through one.
     var proxyConnect: ProxyConnectHeads?
     /// Set for a connect-only transfer (`UpstreamEngine.connect`): who gets the connection once curl made it.
