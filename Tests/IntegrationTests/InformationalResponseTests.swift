@@ -85,6 +85,18 @@ struct InformationalResponseTests {
         #expect(events.count == 1 && events[0].hasPrefix("103 Early Hints not forwarded: invalid value of header 'Link'"), "\(events)")
     }
 
+    @Test("an upstream that sends 1xx after 1xx: eight reach the client, then one event says the rest were dropped")
+    func flood() async throws {
+        let hints = String(repeating: "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n", count: 2000)
+        let (answer, record) = try await rawAnswer(version: "HTTP/1.1", [
+            .text(hints + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+        ])
+        #expect(answer.components(separatedBy: "HTTP/1.1 103 Early Hints\r\n").count - 1 == 8, "\(answer.prefix(300))")
+        #expect(answer.hasSuffix("\r\n\r\nok"), "\(answer.suffix(200))")
+        let events = record?.events.filter { $0.hook == .upstream }.map(\.logText) ?? []
+        #expect(events.count == 9 && events.last == "further 1xx responses dropped: 8 came before them", "\(events)")
+    }
+
     @Test("HTTP/2 through interception: curl sees the 103 and its link before the 200")
     func http2() async throws {
         let identity = TestCA.shared.identity([TestCA.shared.leaf, TestCA.shared.intermediate])

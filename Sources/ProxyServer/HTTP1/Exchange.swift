@@ -55,6 +55,8 @@ final class Exchange {
     private var pacedUpload = PacedUpload()
     /// The client's request trailers, once its body ended with some (forwarded by an HTTP/1.1 chunked upload).
     private var clientTrailers: HeaderFields?
+    /// The 1xx responses the upstream sent so far (`forward(informational:)`).
+    private var informationalCount = 0
     /// The current hop's response head as the upstream sent it: its `Connection` also names trailers that stay.
     private var upstreamResponseHeaders = HeaderFields()
 
@@ -273,9 +275,18 @@ final class Exchange {
     /// A 1xx the upstream sent before its final head goes on to the client (RFC 9110 §15.2: a proxy forwards them),
     /// its hop-by-hop fields dropped, the rules' response edits not applied (they are the final response's), and is
     /// noted in the log. Not a 100 (hookproxy answered the client's `Expect` itself), not to an HTTP/1.0 client (which
-    /// would read it as the response), nor once the final head is decided; one that breaks a field is dropped.
+    /// would read it as the response), nor once the final head is decided; one that breaks a field is dropped. At most
+    /// `informationalLimit` of them: curl takes 300 KiB of heads, some 17,000 empty 1xx, and each was a log event.
     private func forward(informational upstream: ResponseHead) {
         guard upstream.status != 100, machine.mayWriteInformational, let handler else { return }
+        informationalCount += 1
+        guard informationalCount <= Self.informationalLimit else {
+            if informationalCount == Self.informationalLimit + 1 {
+                hopEvents.append(HookEvent(hook: .upstream, action: "further 1xx responses dropped",
+                                           detail: "\(Self.informationalLimit) came before them"))
+            }
+            return
+        }
         var head = upstream
         let status = "\(head.status) \(ResponseHead.standardReason(for: head.status))"
         let refusal: String? = if clientVersion == .http1_0 { "an HTTP/1.0 client" }
@@ -293,6 +304,9 @@ final class Exchange {
         hopEvents.append(HookEvent(hook: .upstream, action: "\(status) forwarded"))
         handler.send(.head(head.nioHead(version: clientVersion)))
     }
+
+    /// How many 1xx responses one exchange forwards (or notes as dropped), all hops together.
+    static let informationalLimit = 8
 
     /// Why the head, as it would be written, is too large for the client's HTTP/2 stream (nil for HTTP/1 clients,
     /// which take any head curl took): see `HTTP2HeaderBlock`. Failing the exchange answers 502 on this stream only.
