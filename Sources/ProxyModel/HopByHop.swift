@@ -43,7 +43,14 @@ public enum HopByHop {
         strip(&trailers, in: message)
         var named: [String] = []
         for value in connection { forEachListItem(value) { named.append(String($0)) } }
-        if !named.isEmpty { trailers.removeAll { field in named.contains { field.name.caseInsensitiveEquals($0) } } }
+        if named.count > manyNamed {
+            // As in a head: a hostile upstream's thousands of names against thousands of trailers cost their
+            // product in comparisons (a minute of the event loop for 30,000 × 15,000).
+            let lowercased = Set(named.map { $0.asciiLowercased() })
+            trailers.removeAll { lowercased.contains($0.name.asciiLowercased()) }
+        } else if !named.isEmpty {
+            trailers.removeAll { field in named.contains { field.name.caseInsensitiveEquals($0) } }
+        }
     }
 
     /// Past this many names in `Connection`, they are looked up in a set (a real client names one or two).

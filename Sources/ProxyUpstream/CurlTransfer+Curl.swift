@@ -259,8 +259,11 @@ extension CurlTransfer {
             }
         }
         if code != CURLE_OK { outcome.error = recordedError ?? error(for: code) }
-        if let connection = closeDelimitedOverTLS, !CloseNotifyLedger.take(connection), code == CURLE_OK {
-            outcome.error = ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): its TLS connection closed without close_notify, so the body it ended may be cut short (RFC 8446 §6.1)")
+        if let connection = closeDelimitedOverTLS {
+            closeDelimitedOverTLS = nil
+            if CloseNotifyLedger.take(connection) == false, code == CURLE_OK {
+                outcome.error = ProxyError(.upstreamFailed, "hookproxy: bad response from \(host): its TLS connection closed without close_notify, so the body it ended may be cut short (RFC 8446 §6.1)")
+            }
         }
         return outcome
     }

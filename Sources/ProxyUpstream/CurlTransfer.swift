@@ -44,6 +44,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     deinit {
         errorBuffer.deallocate()
+        if let closeDelimitedOverTLS { CloseNotifyLedger.forget(closeDelimitedOverTLS) }
     }
 
     var host: String { request.head.url.authority }

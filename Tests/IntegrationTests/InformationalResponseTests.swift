@@ -74,6 +74,16 @@ struct InformationalResponseTests {
                            "103 Early Hints not forwarded: an HTTP/1.0 client"], "\(events)")
     }
 
+    @Test("a 1xx without a standard reason is noted by its code alone, and keeps its own reason phrase")
+    func unnamedStatus() async throws {
+        let (answer, record) = try await rawAnswer(version: "HTTP/1.1", [
+            .text("HTTP/1.1 199 Whatever\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
+        ])
+        #expect(answer.hasPrefix("HTTP/1.1 199 Whatever\r\n"), "\(answer)")
+        let events = record?.events.filter { $0.hook == .upstream }.map(\.logText) ?? []
+        #expect(events == ["199 forwarded"], "\(events)")
+    }
+
     @Test("a 1xx with a control character in a field is dropped; the final response is untouched")
     func brokenInformational() async throws {
         let (answer, record) = try await rawAnswer(version: "HTTP/1.1", [

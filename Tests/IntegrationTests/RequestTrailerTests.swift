@@ -67,4 +67,31 @@ struct RequestTrailerTests {
             }
         }
     }
+
+    @Test("a Connection naming 16,000 fields before 7,800 request trailers: answered in time (the trailer filter is linear)")
+    func connectionNamingManyTrailers() async throws {
+        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        try await MisbehavingOrigin.with([.pause(milliseconds: 300), .text(answer)]) { origin in
+            try await withProxy { proxy in
+                // Each trailer against each name held the event loop for a minute (a review's find); the read
+                // timeout is far above the linear cost and far below the quadratic one.
+                try await withRawClient(proxy, readTimeout: .seconds(20)) { client in
+                    let named = Array(repeating: "a", count: 16_000).joined(separator: ",")
+                    let head = rawRequest("POST \(origin.baseURL)/upload HTTP/1.1", [
+                        "Host: 127.0.0.1:\(origin.port)", "Transfer-Encoding: chunked", "Trailer: b", "Connection: A,\(named)",
+                    ])
+                    let trailers = String(repeating: "b: 1\r\n", count: 7_800) + "a: gone\r\n"
+                    try await client.send(Array(head.utf8) + Array("2\r\nhi\r\n0\r\n\(trailers)\r\n".utf8))
+                    let response = try await client.readResponse(method: "POST")
+                    #expect(response.status == 200, "\(response.rawHead)")
+                }
+                let arrived = await eventually(timeout: .seconds(10)) {
+                    let received = String(decoding: origin.received, as: UTF8.self)
+                    return received.contains("\r\n0\r\n") && received.hasSuffix("\r\n\r\n")
+                }
+                let tail = String(decoding: origin.received, as: UTF8.self).components(separatedBy: "\r\n0\r\n").last ?? ""
+                #expect(arrived && tail.contains("b: 1\r\n") && !tail.contains("a: gone"), "\(tail.suffix(80))")
+            }
+        }
+    }
 }

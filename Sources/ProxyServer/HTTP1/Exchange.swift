@@ -288,7 +288,9 @@ final class Exchange {
             return
         }
         var head = upstream
-        let status = "\(head.status) \(ResponseHead.standardReason(for: head.status))"
+        let standard = ResponseHead.standardReason(for: head.status)
+        if !standard.isEmpty, head.reason.isEmpty { head.reason = standard }  // (an HTTP/2 upstream's has none)
+        let status = standard.isEmpty ? "\(head.status)" : "\(head.status) \(standard)"
         let refusal: String? = if clientVersion == .http1_0 { "an HTTP/1.0 client" }
             else if let problem = ResponseFraming.sanitize(&head) { problem }
             else { nil }

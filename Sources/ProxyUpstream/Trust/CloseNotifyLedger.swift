@@ -8,12 +8,11 @@ import Synchronization
 ///
 /// A transfer whose response turns out close-delimited asks the ledger to watch its connection (`expect`, with the
 /// connection's `SSL *`); OpenSSL's info callback, set on every upstream SSL_CTX (`watch`), marks a watched
-/// connection once it reads close_notify, and the transfer asks when it ends (`take`). All of it on the transfer's
-/// event loop, inside curl; the ledger is shared by the loops, and holds one entry per such transfer under way (a
-/// cancelled one's is pushed out by later ones: `capacity`).
+/// connection once it reads close_notify, and the transfer asks when it ends (`take`), or is forgotten when it goes
+/// (`forget`: cancelled). All of it on the transfer's event loop, inside curl; the ledger is shared by the loops and
+/// holds one entry per such transfer under way. A connection it does not know is never reported as truncated.
 enum CloseNotifyLedger {
-    private static let capacity = 256
-    private static let watched = Mutex<[(connection: UInt, received: Bool)]>([])
+    private static let watched = Mutex<[UInt: Bool]>([:])
 
     /// Makes connections made with `context` (an `SSL_CTX *`) report their close_notify.
     static func watch(_ context: OpaquePointer) {
@@ -26,24 +25,22 @@ enum CloseNotifyLedger {
 
     /// A body that ends with `connection` (an `SSL *`) is under way: its close_notify is to be noted.
     static func expect(_ connection: UInt) {
-        watched.withLock { list in
-            list.removeAll { $0.connection == connection }
-            if list.count >= capacity { list.removeFirst() }
-            list.append((connection, false))
+        watched.withLock { $0[connection] = false }
+    }
+
+    static func received(_ connection: UInt) {
+        watched.withLock { table in
+            if table[connection] != nil { table[connection] = true }
         }
     }
 
-    private static func received(_ connection: UInt) {
-        watched.withLock { list in
-            if let index = list.firstIndex(where: { $0.connection == connection }) { list[index].received = true }
-        }
+    /// Whether `connection` received close_notify since `expect` (nil: not watched); forgets it.
+    static func take(_ connection: UInt) -> Bool? {
+        watched.withLock { $0.removeValue(forKey: connection) }
     }
 
-    /// Whether `connection` received close_notify since `expect`; forgets it.
-    static func take(_ connection: UInt) -> Bool {
-        watched.withLock { list in
-            guard let index = list.firstIndex(where: { $0.connection == connection }) else { return false }
-            return list.remove(at: index).received
-        }
+    /// The transfer watching `connection` went without asking (cancelled).
+    static func forget(_ connection: UInt) {
+        watched.withLock { _ = $0.removeValue(forKey: connection) }
     }
 }
