@@ -125,6 +125,7 @@ extension JSONWriter {
         field("response", flow.responseBody?.truncated ?? false)
         endObject()
         field("error", flow.error)
+        if let trailers = flow.responseTrailers { field("response_trailers", nameValues: trailers) }
         endObject()
     }
 }

@@ -70,8 +70,11 @@ struct HAREntry: Encodable {
         var hop: Int
         var truncated: Truncated
         var error: String?
+        /// Present only when the response had trailer fields (HAR 1.2 has no place for them).
+        var responseTrailers: [NameValue]?
         enum CodingKeys: String, CodingKey {
             case id, client, rules, events, upstreamURL = "upstream_url", hop, truncated, error
+            case responseTrailers = "response_trailers"
         }
         func encode(to encoder: Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
@@ -83,6 +86,7 @@ struct HAREntry: Encodable {
             try c.encode(hop, forKey: .hop)
             try c.encode(truncated, forKey: .truncated)
             try c.encode(error, forKey: .error)
+            try c.encodeIfPresent(responseTrailers, forKey: .responseTrailers)
         }
     }
 
@@ -155,7 +159,8 @@ struct HAREntry: Encodable {
             upstreamURL: flow.upstreamURL, hop: flow.hop,
             truncated: Extra.Truncated(request: flow.requestBody?.truncated ?? false,
                                        response: flow.responseBody?.truncated ?? false),
-            error: flow.error)
+            error: flow.error,
+            responseTrailers: flow.responseTrailers.map { $0.map { NameValue(name: $0.name, value: $0.value) } })
     }
 
     // MARK: decisions shared with `JSONWriter.harEntry`

@@ -42,6 +42,7 @@ extension JSONWriter {
         field("events", array: flow.events) { json, event in LogEvent(event).write(into: &json) }
         field("error", flow.error)
         field("hop", flow.hop)
+        if let trailers = flow.responseTrailers { field("response_trailers", nameValues: trailers) }
         if let session = flow.webSocket {
             key("websocket")
             WebSocketJSON(session).write(into: &self)

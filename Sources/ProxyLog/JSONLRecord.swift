@@ -42,6 +42,8 @@ struct JSONLRecord: Encodable {
     var events: [LogEvent]
     var error: String?
     var hop: Int
+    /// Present only when the response had trailer fields.
+    var responseTrailers: [Header]?
     /// Present only for an upgraded exchange (WebSocket session or raw relay).
     var websocket: WebSocketJSON?
 
@@ -53,7 +55,7 @@ struct JSONLRecord: Encodable {
         case requestBodySize = "request_body_size", responseBodySize = "response_body_size"
         case requestBody = "request_body", requestBodyEncoding = "request_body_encoding"
         case responseBody = "response_body", responseBodyEncoding = "response_body_encoding"
-        case truncated, timings, rules, events, error, hop, websocket
+        case truncated, timings, rules, events, error, hop, responseTrailers = "response_trailers", websocket
     }
 
     /// The line of an already redacted record. The log files do not build it: `JSONWriter.jsonlRecord` writes the
@@ -86,6 +88,7 @@ struct JSONLRecord: Encodable {
         events = flow.events.map(LogEvent.init)
         error = flow.error
         hop = flow.hop
+        responseTrailers = flow.responseTrailers.map { $0.map { Header(name: $0.name, value: $0.value) } }
         websocket = flow.webSocket.map(WebSocketJSON.init)
     }
 
@@ -119,6 +122,7 @@ struct JSONLRecord: Encodable {
         try c.encode(events, forKey: .events)
         try c.encode(error, forKey: .error)
         try c.encode(hop, forKey: .hop)
+        try c.encodeIfPresent(responseTrailers, forKey: .responseTrailers)
         try c.encodeIfPresent(websocket, forKey: .websocket)
     }
 }

@@ -40,6 +40,7 @@ public struct Redactor: Sendable, Hashable {
         out.request.headers = headers(flow.request.headers, secrets: secrets)
         if let query = flow.request.url.query { out.request.url.query = self.query(query) }
         out.response?.headers = headers(flow.response?.headers ?? [], secrets: secrets)
+        out.responseTrailers = flow.responseTrailers.map { headers($0, secrets: secrets) }
         out.requestBody = flow.requestBody.map { body($0, secrets: secrets) }
         out.responseBody = flow.responseBody.map { body($0, secrets: secrets) }
         out.events = flow.events.map {

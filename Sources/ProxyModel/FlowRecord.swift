@@ -43,6 +43,8 @@ public struct FlowRecord: Sendable {
     public var secretValues: [String]
     /// Set when the server accepted an upgrade (101): the WebSocket session (or raw relay) that followed.
     public var webSocket: WebSocketLog?
+    /// The response's trailer fields as forwarded (gRPC's `grpc-status` and `grpc-message`); nil without any.
+    public var responseTrailers: HeaderFields?
 
     public init(
         id: Int, start: Date, client: String, request: RequestHead, url: String, upstreamURL: String? = nil,
@@ -50,7 +52,7 @@ public struct FlowRecord: Sendable {
         requestBody: CapturedBody? = nil, responseBody: CapturedBody? = nil, timings: Timings = Timings(),
         durationMs: Double = 0, rules: [String] = [], events: [HookEvent] = [], error: String? = nil, hop: Int = 0,
         serverIP: String? = nil, connectionID: String? = nil, secretValues: [String] = [],
-        webSocket: WebSocketLog? = nil
+        webSocket: WebSocketLog? = nil, responseTrailers: HeaderFields? = nil
     ) {
         self.id = id
         self.start = start
@@ -73,5 +75,6 @@ public struct FlowRecord: Sendable {
         self.connectionID = connectionID
         self.secretValues = secretValues
         self.webSocket = webSocket
+        self.responseTrailers = responseTrailers
     }
 }

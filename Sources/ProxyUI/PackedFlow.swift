@@ -117,6 +117,7 @@ extension PackedWriter {
         optional(record.connectionID) { $0.string($1) }
         array(record.secretValues) { $0.string($1) }
         optional(record.webSocket) { $0.webSocket($1) }
+        optional(record.responseTrailers) { $0.headers($1) }
     }
 
     mutating func requestHead(_ head: RequestHead) {
@@ -223,7 +224,8 @@ extension PackedReader {
             serverIP: optional { $0.string() },
             connectionID: optional { $0.string() },
             secretValues: array { $0.string() },
-            webSocket: optional { $0.webSocket() })
+            webSocket: optional { $0.webSocket() },
+            responseTrailers: optional { $0.headers() })
     }
 
     mutating func requestHead() -> RequestHead {

@@ -33,7 +33,9 @@ struct GRPCTests {
 
         let server = try await GRPCServerProcess(python: Self.python, directory: directory, chain: chain, key: key)
         defer { server.stop() }
-        try await withRunningHookproxy(["--intercept", "localhost", "--ca-dir", caDir, "--rules", directory.path + "/rules"] + extra,
+        let jsonl = directory.path + "/log.jsonl"
+        try await withRunningHookproxy(["--intercept", "localhost", "--ca-dir", caDir, "--rules", directory.path + "/rules",
+                                        "--jsonl", jsonl] + extra,
                                        in: directory) { proxy in
             let client = try directory.write(GRPCPeers.client, to: "grpc_client.py")
             var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().contains("proxy") }
@@ -72,6 +74,11 @@ struct GRPCTests {
             #expect(lines.allSatisfy { $0.contains(" h2 ") && $0.contains(" POST https://localhost:\(server.port)/test.Echo/") },
                     "\(lines)")
             print("console lines of the gRPC calls:\n" + lines.joined(separator: "\n"))
+            // The log shows a call's status: the unary call's trailers, grpc-status 0 and its trailing metadata.
+            let logged = { (try? String(contentsOfFile: jsonl, encoding: .utf8)) ?? "" }
+            let unaryTrailers = #""response_trailers":[{"name":"grpc-status","value":"0"}"#
+            #expect(await eventually(timeout: .seconds(10)) { logged().contains(unaryTrailers) }, "\(logged().suffix(2000))")
+            #expect(logged().contains(#"{"name":"x-trailer","value":"yes"}"#), "\(logged().suffix(2000))")
         }
     }
 }

@@ -48,7 +48,8 @@ import Testing
                          #"_encoding":"base64""#, #""encoding":"base64""#, #""comment":"hookproxy captured"#,
                          #""httpOnly":true"#, #""secure":true"#, #""domain":"#, #"<redacted>"#, #""hook":"trust""#, #""chain":[{"subject":"#, #""not_after":"#,
                          #""hop":3"#, #""request_body_size":9223372036854775807"#, #""id":922337203685477"#, #"1e+16"#,
-                         #""connection":"#, #""redirectURL":"https://next"#, #""truncated":{"request":true"#] {
+                         #""connection":"#, #""redirectURL":"https://next"#, #""truncated":{"request":true"#,
+                         #""response_trailers":[{"name":"#] {
             let found = written.contains(expected)
             #expect(found, "no record wrote \(expected)")
         }
@@ -76,8 +77,10 @@ import Testing
         for flow in Samples.all + VariedFlows.all(count: 50) {
             var json = JSONWriter()
             json.jsonlRecord(flow)
-            // `websocket` is there only for an upgraded exchange
-            let keys = JSONLRecord.CodingKeys.allCases.map(\.stringValue).filter { $0 != "websocket" || flow.webSocket != nil }
+            // `websocket` is there only for an upgraded exchange, `response_trailers` only with trailers
+            let keys = JSONLRecord.CodingKeys.allCases.map(\.stringValue).filter {
+                ($0 != "websocket" || flow.webSocket != nil) && ($0 != "response_trailers" || flow.responseTrailers != nil)
+            }
             #expect(try RawJSON.parse(json.bytes).keys == keys)
             json.reset()
             json.harEntry(flow)

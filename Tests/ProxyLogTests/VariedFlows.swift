@@ -115,7 +115,8 @@ enum VariedFlows {
             rules: (0..<Int.random(in: 0...3, using: &g)).map { _ in text(&g) }, events: events,
             error: maybe(&g, text), hop: Int.random(in: 0...3, using: &g),
             serverIP: maybe(&g) { _ in "10.0.0.1" }, connectionID: maybe(&g) { g in String(Int.random(in: 0...1000, using: &g)) },
-            secretValues: Bool.random(using: &g) ? ["1", text(&g)] : [])
+            secretValues: Bool.random(using: &g) ? ["1", text(&g)] : [],
+            responseTrailers: maybe(&g) { g in headers(&g, response: true) })
     }
 
     static func all(count: Int, seed: UInt64 = 14) -> [FlowRecord] {

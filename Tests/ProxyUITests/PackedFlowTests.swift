@@ -35,7 +35,7 @@ struct PackedFlowTests {
             events: [HookEvent(hook: .trust, action: "accepted", detail: "step 1", chain: chain),
                      HookEvent(hook: .redirect, action: "followed", detail: "", chain: [])],
             error: "hookproxy: an error", hop: 3, serverIP: "::1", connectionID: "17", secretValues: ["s3cret", ""],
-            webSocket: webSocket)
+            webSocket: webSocket, responseTrailers: [("grpc-status", "7"), ("grpc-message", "no ✓")])
     }
 
     @Test("a record with every field set comes back as it went in")

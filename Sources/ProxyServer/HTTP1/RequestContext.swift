@@ -62,7 +62,7 @@ struct RequestContext {
             timings: outcome?.timings ?? Timings(), durationMs: Date().timeIntervalSince(start) * 1000,
             rules: hop?.rules ?? rules, events: events + (outcome?.events ?? []), error: error ?? hop?.error,
             hop: hop?.number ?? 0, serverIP: outcome?.serverIP, connectionID: outcome?.connectionID,
-            secretValues: hop?.secretValues ?? [])
+            secretValues: hop?.secretValues ?? [], responseTrailers: outcome?.trailers)
     }
 
     /// The client's head as planned, or (refused before planning) as NIO parsed it.
