@@ -173,9 +173,10 @@ public final class ProxyServer: Sendable {
         if upstream.transfers > 0 {
             let reused = (upstream.reuseRate * 1000).rounded() / 10
             let unconnected = upstream.unconnected > 0 ? ", \(upstream.unconnected) never connected" : ""
+            let byThread = upstream.threadWakeups > 0 ? " (\(upstream.threadWakeups) through the watcher thread)" : ""
             context.logger.info("""
                 upstream: \(upstream.transfers) requests, \(upstream.newConnections) new connections (\(reused)% reused one)\(unconnected); \
-                \(upstream.readySockets) socket events, \(upstream.wakeups) of them woke a sleeping event loop
+                \(upstream.readySockets) socket events, \(upstream.wakeups) of them woke a sleeping event loop\(byThread)
                 """)
         }
         try? await context.shutdownPools()

@@ -9,9 +9,9 @@ import ProxyModel
 /// Everything about it runs on `loop`: adding, pausing, resuming and removing transfers, every curl callback (so a
 /// transfer's delegate hears from curl on the same thread as the client connection that started it), and each
 /// `curl_multi_socket_action`, which touches only the socket that is ready (not every transfer, as
-/// `curl_multi_perform` would). The loop polls its own set of curl's sockets while it is busy, and leaves the set to
-/// the `SocketWatcher` thread, which wakes it, only while it is idle; curl's timer becomes a scheduled task on the
-/// loop. Cached connections (and DNS answers) live in the multi handle, so a client connection's
+/// `curl_multi_perform` would). The loop polls its own set of curl's sockets while it is busy; while it sleeps, the
+/// kernel wakes it through its own selector when the set becomes ready (`LoopSetAlarm`), or, where the kernel refuses
+/// that, the `SocketWatcher` thread does. curl's timer becomes a scheduled task on the loop. Cached connections (and DNS answers) live in the multi handle, so a client connection's
 /// requests reuse the upstream connections of earlier requests on the same loop.
 ///
 /// `@unchecked Sendable`: its mutable state is touched only on `loop` (asserted); other threads reach it only by
@@ -43,9 +43,18 @@ final class LoopEngine: @unchecked Sendable {
     /// The transfer that may pause because it is alone on the connection with this local port (`mayPauseAlone`).
     private var lonePausers: [Int: CurlTransfer] = [:]
     private static let idleEvents = hp_epollin() | hp_epollrdhup()
-    /// True while the loop itself polls `socketSet` (a poll is queued as its next task); false while the watcher
-    /// waits on the set for it.
+    /// True while the loop itself polls `socketSet` (a poll is queued as its next task); false while `waker` waits
+    /// on the set for it.
     private var polling = false
+    /// What wakes the loop while it sleeps: the kernel's alarm once it is set up, else the watcher thread.
+    private var waker = Waker.starting
+    private enum Waker {
+        /// The alarm's channel is being registered: the first sleep waits for it.
+        case starting
+        case alarm(LoopSetAlarm)
+        /// The watcher thread (the kernel refused an alarm, or the settings ask for the thread).
+        case thread
+    }
     /// Polls in a row that found nothing: at `idlePollsBeforeSleep` the loop hands the set back to the watcher.
     private var idlePolls = 0
     private static let idlePollsBeforeSleep = 2
@@ -80,8 +89,12 @@ final class LoopEngine: @unchecked Sendable {
             Unmanaged<LoopEngine>.fromOpaque(context!).takeUnretainedValue().curlWantsTimer(in: timeoutMs)
             return 0
         }
-        index = watcher.register(self)
-        watcher.arm(socketSet, index: index)
+        if settings.kernelWakeups {
+            LoopSetAlarm.open(for: socketSet, on: loop) { [weak self] event in self?.alarmReported(event) }
+                .whenSuccess { [weak self] alarm in self?.alarmOpened(alarm) }
+        } else {
+            loop.execute { [self] in alarmOpened(nil) }
+        }
     }
 
     /// Runs `work` on the loop: now when called there outside curl, else as the loop's next task. Any thread.
@@ -155,21 +168,70 @@ final class LoopEngine: @unchecked Sendable {
         idleSockets.removeAll()
         idlePorts.removeAll()
         portHolders.removeAll()
-        watcher.forget(socketSet)
+        switch waker {
+        case .alarm(let alarm): alarm.close()
+        case .thread: watcher.forget(socketSet)
+        case .starting: break
+        }
     }
 
     // MARK: - readiness and time (loop)
 
-    /// One of the set's sockets is ready while the loop slept. The watcher thread: hops to the loop, which polls
-    /// from now on until it finds nothing again.
+    /// One of the set's sockets is ready while the loop slept. The watcher thread: hops to the loop.
     func wake() {
-        loop.execute { [self] in
-            guard !polling else { return }  // already polling (its next poll hands the set back)
-            statistics.countWakeup()
-            polling = true
-            idlePolls = 0
-            poll()
+        loop.execute { [self] in woke(byThread: true) }
+    }
+
+    /// The loop wakes for a socket of the set: it polls from now on until it finds nothing again.
+    private func woke(byThread: Bool) {
+        guard !polling, !stopped else { return }  // already polling (its next poll hands the set back)
+        statistics.countWakeup(byThread: byThread)
+        polling = true
+        idlePolls = 0
+        poll()
+    }
+
+    /// The loop goes to sleep: the set is left to what wakes it.
+    private func sleep() {
+        guard !stopped else { return }
+        switch waker {
+        case .starting:
+            break  // (`alarmOpened` arms what it settles on)
+        case .alarm(let alarm):
+            if !alarm.arm() {
+                alarm.close()
+                useWatcherThread()
+            }
+        case .thread:
+            watcher.arm(socketSet, index: index)
         }
+    }
+
+    /// The alarm's channel is up (or nil: refused, or not wanted): it, or else the watcher thread, wakes the loop
+    /// from now on.
+    private func alarmOpened(_ alarm: LoopSetAlarm?) {
+        guard case .starting = waker, !stopped else {
+            alarm?.close()
+            return
+        }
+        if let alarm { waker = .alarm(alarm) } else { useWatcherThread() }
+        if !polling { sleep() }
+    }
+
+    private func alarmReported(_ event: LoopSetAlarm.Event) {
+        switch event {
+        case .ready:
+            woke(byThread: false)
+        case .lost:
+            guard case .alarm = waker else { return }
+            useWatcherThread()
+            if !polling { sleep() }
+        }
+    }
+
+    private func useWatcherThread() {
+        waker = .thread
+        index = watcher.register(self)
     }
 
     /// Lets curl act on every socket of the set that is ready now. While polls find work, the next poll is queued
@@ -187,7 +249,7 @@ final class LoopEngine: @unchecked Sendable {
             loop.execute { [self] in poll() }
         } else {
             polling = false
-            watcher.arm(socketSet, index: index)
+            sleep()
         }
     }
 

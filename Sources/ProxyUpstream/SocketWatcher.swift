@@ -2,12 +2,13 @@ internal import CEpoll
 import Glibc
 import Synchronization
 
-/// Wakes an event loop that sleeps while one of its curl sockets becomes ready.
+/// Wakes an event loop that sleeps while one of its curl sockets becomes ready, where the kernel cannot
+/// (`LoopSetAlarm` is the first choice; this thread serves when the kernel refuses AIO).
 ///
 /// SwiftNIO has no public way to add a descriptor it does not own to an event loop's selector. So each loop keeps
 /// curl's sockets in an epoll set of its own (`LoopSocketSet`), which it polls itself, without waiting, while it is
-/// busy: under load a request never changes thread. When the loop finds nothing more and would sleep, it hands the
-/// set to this watcher: one thread that waits on every handed-over set and wakes the set's loop
+/// busy: under load a request never changes thread. When the loop finds nothing more and would sleep, and it has no
+/// alarm, it hands the set to this watcher: one thread that waits on every handed-over set and wakes the set's loop
 /// (`EventLoop.execute`) when the set has something ready. Each set is registered one-shot, so the watcher wakes
 /// its loop once, and the loop hands the set back when it goes idle again.
 ///
@@ -48,6 +49,9 @@ final class SocketWatcher: Sendable {
         if start { startThread() }
         return index
     }
+
+    /// Whether the waiting thread runs (it starts at the first `register`).
+    var threadRunning: Bool { state.withLock { $0.started } }
 
     /// Waits on `set` for the engine at `index` until one of its sockets is ready, then wakes that engine once.
     /// Re-arms it if it was reported already.

@@ -7,8 +7,9 @@ import Synchronization
 ///
 /// Each event loop gets its own curl multi handle (`LoopEngine`), driven through curl's socket API on that loop's
 /// thread: a request, its curl transfer and the delegate's callbacks never change thread. Upstream connections
-/// (and DNS answers) are cached per loop and reused by every client connection served there. One `SocketWatcher`
-/// thread only waits for the sockets to become ready.
+/// (and DNS answers) are cached per loop and reused by every client connection served there. A loop that sleeps
+/// is woken by the kernel through its own selector (`LoopSetAlarm`); one `SocketWatcher` thread does it instead
+/// where the kernel refuses that.
 public final class UpstreamEngine: Sendable {
     public let settings: UpstreamSettings
     let watcher = SocketWatcher()
@@ -135,17 +136,22 @@ public struct UpstreamStatistics: Sendable, Hashable {
     public var newConnections: Int
     /// Transfers that ended without a connection, new or reused.
     public var unconnected: Int
-    /// Upstream sockets found ready, and how many times the watcher thread had to wake a sleeping loop for one:
-    /// the rest were found by a busy loop's own polls, with no thread hop.
+    /// Upstream sockets found ready, and how many times a sleeping loop had to be woken for one: the rest were
+    /// found by a busy loop's own polls.
     public var readySockets: Int
     public var wakeups: Int
+    /// The wake-ups the watcher thread made (a hop to the loop each); the rest came through the loop's own
+    /// selector (`LoopSetAlarm`).
+    public var threadWakeups: Int
 
-    public init(transfers: Int, newConnections: Int, unconnected: Int = 0, readySockets: Int = 0, wakeups: Int = 0) {
+    public init(transfers: Int, newConnections: Int, unconnected: Int = 0, readySockets: Int = 0, wakeups: Int = 0,
+                threadWakeups: Int = 0) {
         self.transfers = transfers
         self.newConnections = newConnections
         self.unconnected = unconnected
         self.readySockets = readySockets
         self.wakeups = wakeups
+        self.threadWakeups = threadWakeups
     }
 
     /// The share of the transfers that had a connection which found one ready, 0…1 (0 when none had one).
@@ -162,6 +168,7 @@ final class UpstreamStatisticsCounter: Sendable {
     private let unconnected = Atomic<Int>(0)
     private let readySockets = Atomic<Int>(0)
     private let wakeups = Atomic<Int>(0)
+    private let threadWakeups = Atomic<Int>(0)
 
     /// One finished transfer: the connections it opened, or (none) whether it got a reused one at all.
     func count(newConnections connections: Int, connected: Bool) {
@@ -177,13 +184,15 @@ final class UpstreamStatisticsCounter: Sendable {
         readySockets.wrappingAdd(count, ordering: .relaxed)
     }
 
-    func countWakeup() {
+    func countWakeup(byThread: Bool) {
         wakeups.wrappingAdd(1, ordering: .relaxed)
+        if byThread { threadWakeups.wrappingAdd(1, ordering: .relaxed) }
     }
 
     var snapshot: UpstreamStatistics {
         UpstreamStatistics(
             transfers: transfers.load(ordering: .relaxed), newConnections: newConnections.load(ordering: .relaxed),
-            unconnected: unconnected.load(ordering: .relaxed), readySockets: readySockets.load(ordering: .relaxed), wakeups: wakeups.load(ordering: .relaxed))
+            unconnected: unconnected.load(ordering: .relaxed), readySockets: readySockets.load(ordering: .relaxed),
+            wakeups: wakeups.load(ordering: .relaxed), threadWakeups: threadWakeups.load(ordering: .relaxed))
     }
 }

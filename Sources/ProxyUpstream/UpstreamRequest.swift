@@ -48,10 +48,15 @@ public struct UpstreamSettings: Sendable, Hashable {
     /// HTTP/2 with TLS origins that offer it (ALPN), multiplexed; false (`--upstream-http1`): HTTP/1.1 only.
     /// Cleartext upstreams always get HTTP/1.1.
     public var http2: Bool
+    /// True: a sleeping event loop is woken through its own selector when one of its curl sockets becomes ready
+    /// (where the kernel allows it); false: the watcher thread wakes it, with a hop (the fallback, and for tests).
+    public var kernelWakeups: Bool
 
     public init(connectTimeoutMs: Int = 10_000, idleTimeoutMs: Int = 60_000, upstreamProxy: String? = nil,
-                maxCachedConnections: Int = 512, http2: Bool = true, verifyTime: UTCInstant? = nil) {
+                maxCachedConnections: Int = 512, http2: Bool = true, verifyTime: UTCInstant? = nil,
+                kernelWakeups: Bool = true) {
         self.http2 = http2
+        self.kernelWakeups = kernelWakeups
         self.connectTimeoutMs = connectTimeoutMs
         self.idleTimeoutMs = idleTimeoutMs
         self.upstreamProxy = upstreamProxy
