@@ -14,12 +14,12 @@ final class ProxyContext: Sendable {
     let engine: UpstreamEngine
     let connections: ConnectionTracker
     /// Runs whole-body transforms, so a slow regex never stalls an event loop.
-    let transformPool: NIOThreadPool
+    let transformPool: LazyThreadPool
     /// Runs the blocking connects of CONNECT tunnels through `--upstream-proxy`: a dead host holds one of these
     /// threads up to --connect-timeout, never a transform's or a leaf signing's.
-    let connectPool: NIOThreadPool
+    let connectPool: LazyThreadPool
     /// Signs interception leaves.
-    let signingPool: NIOThreadPool
+    let signingPool: LazyThreadPool
     private let nextFlowID = Atomic<Int>(1)
     /// The interception CA (created on first need) and the per-host TLS contexts it signs.
     let certificateAuthority: LazyCertificateAuthority
@@ -48,12 +48,9 @@ final class ProxyContext: Sendable {
         self.connections = ConnectionTracker(limit: configuration.limits.maxConnections)
         self.multiplexedBacklog = MultiplexedBacklog(limit: configuration.limits.multiplexedBacklogLimit,
                                                      streamLimit: configuration.limits.multiplexedStreamLimit)
-        self.transformPool = NIOThreadPool(numberOfThreads: 2)
-        transformPool.start()
-        self.connectPool = NIOThreadPool(numberOfThreads: 8)
-        connectPool.start()
-        self.signingPool = NIOThreadPool(numberOfThreads: 2)
-        signingPool.start()
+        self.transformPool = LazyThreadPool(numberOfThreads: 2)
+        self.connectPool = LazyThreadPool(numberOfThreads: 8)
+        self.signingPool = LazyThreadPool(numberOfThreads: 2)
         self.certificateAuthority = LazyCertificateAuthority(directory: configuration.caDirectory)
         self.interception = InterceptionContexts(ca: certificateAuthority, pool: signingPool)
     }
@@ -99,9 +96,9 @@ final class ProxyContext: Sendable {
     /// Stops the thread pools (transforms, connects, signing). A blocking connect may hold its thread up to
     /// --connect-timeout: that pool is told to stop but not waited for, so shutdown keeps its grace period.
     func shutdownPools() async throws {
-        connectPool.shutdownGracefully { _ in }
-        try await transformPool.shutdownGracefully()
-        try await signingPool.shutdownGracefully()
+        try await connectPool.shutdown(wait: false)
+        try await transformPool.shutdown()
+        try await signingPool.shutdown()
     }
 
     /// The ports of the `--reverse` listeners, known once bound: a request to one of them may come back too.

@@ -25,9 +25,8 @@ struct LeafLifetimeTests {
     @Test("a cached leaf is used for the first half of its validity, then minted anew")
     func cachedLeafRenewed() async throws {
         let directory = try TemporaryDirectory()
-        let pool = NIOThreadPool(numberOfThreads: 1)
-        pool.start()
-        defer { pool.shutdownGracefully { _ in } }
+        let pool = LazyThreadPool(numberOfThreads: 1)
+        defer { Task { try await pool.shutdown(wait: false) } }
         let contexts = InterceptionContexts(ca: LazyCertificateAuthority(directory: directory.path + "/ca"), pool: pool,
                                             leafLifetime: .seconds(6))
         let loop = MultiThreadedEventLoopGroup.singleton.any()

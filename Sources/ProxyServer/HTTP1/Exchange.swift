@@ -593,7 +593,7 @@ final class Exchange {
     /// the 500 to answer with.
     private func run(_ transform: any BodyTransforming, over kept: BufferedBody, headers: HeaderFields,
                      direction: String, _ done: @escaping (Result<TransformedBody, ProxyError>) -> Void) {
-        kept.transformed(by: transform, headers: headers, pool: proxy.transformPool, eventLoop: eventLoop)
+        kept.transformed(by: transform, headers: headers, pool: proxy.transformPool.pool, eventLoop: eventLoop)
             .assumeIsolated().whenComplete { [self] result in
                 if case .success(let transformed) = result {
                     hopEvents += transformed.notes.map { HookEvent(hook: .body, action: "\(direction) body", detail: $0) }

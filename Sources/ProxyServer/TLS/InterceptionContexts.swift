@@ -25,14 +25,14 @@ final class InterceptionContexts: Sendable {
     }
 
     private let ca: LazyCertificateAuthority
-    private let pool: NIOThreadPool
+    private let pool: LazyThreadPool
     private let cache = Mutex(Cache())
     /// Held while a leaf is signed (thread pool only, never an event loop).
     private let minting = Mutex<Void>(())
     let capacity: Int
     let leafLifetime: Duration
 
-    init(ca: LazyCertificateAuthority, pool: NIOThreadPool, capacity: Int = 512,
+    init(ca: LazyCertificateAuthority, pool: LazyThreadPool, capacity: Int = 512,
          leafLifetime: Duration = CertificateAuthority.leafLifetime) {
         self.ca = ca
         self.pool = pool
@@ -54,7 +54,7 @@ final class InterceptionContexts: Sendable {
             return entry.context
         }
         if let cached { return eventLoop.makeSucceededFuture(cached) }
-        return pool.runIfActive(eventLoop: eventLoop) { [self] in
+        return pool.pool.runIfActive(eventLoop: eventLoop) { [self] in
             let leaf = try leaf(for: key)
             var configuration = TLSConfiguration.makeServerConfiguration(
                 certificateChain: leaf.chain.map { .certificate($0) }, privateKey: .privateKey(leaf.key))
@@ -64,7 +64,7 @@ final class InterceptionContexts: Sendable {
                     promise.succeed(.noChanges)
                     return
                 }
-                pool.submit { _ in try self.leaf(for: name) }.hop(to: promise.futureResult.eventLoop)
+                pool.pool.submit { _ in try self.leaf(for: name) }.hop(to: promise.futureResult.eventLoop)
                     .map { leaf in
                         var override = NIOSSLContextConfigurationOverride()
                         override.certificateChain = leaf.chain.map { .certificate($0) }

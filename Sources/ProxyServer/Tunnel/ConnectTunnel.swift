@@ -85,7 +85,7 @@ enum ConnectTunnel {
             return bootstrap().resolver(resolver).connect(host: host, port: port)
         }
         let settings = proxy.configuration.upstream
-        return proxy.connectPool.runIfActive(eventLoop: eventLoop) {
+        return proxy.connectPool.pool.runIfActive(eventLoop: eventLoop) {
             try TunnelConnector.open(host: host, port: port, settings: settings)
         }.flatMap { socket in
             bootstrap().withConnectedSocket(socket)
