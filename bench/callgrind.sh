@@ -235,7 +235,8 @@ for run in $(seq 1 "$REPEAT"); do
       *) echo "unknown case $c" >&2; exit 2 ;;
     esac
     HP=$(free_port)
-    (cd "$T" && LD_PRELOAD="$T/sigsuspend-copy.so" exec valgrind --tool=callgrind \
+    # GNUTLS_NO_IMPLICIT_INIT set: hookproxy does not execute itself again at start (which valgrind would not follow).
+    (cd "$T" && GNUTLS_NO_IMPLICIT_INIT=1 LD_PRELOAD="$T/sigsuspend-copy.so" exec valgrind --tool=callgrind \
         --callgrind-out-file="$T/cg/$c-$run.startup" "$T/hookproxy" run --listen "127.0.0.1:$HP" --quiet "${args[@]}") >"$T/hookproxy-$c-$run.log" 2>&1 &
     HPID=$!; PIDS+=("$HPID")
     for _ in $(seq 1 240); do

@@ -53,7 +53,7 @@ URL="http://127.0.0.1:$UP/1k.bin"
 profile() {
   local name=$1 hp pid; shift
   hp=$(free_port)
-  (HOME="$T/home" LD_PRELOAD="$T/sigsuspend-copy.so" exec valgrind --tool=callgrind --demangle=no --dump-instr=no \
+  (HOME="$T/home" GNUTLS_NO_IMPLICIT_INIT=1 LD_PRELOAD="$T/sigsuspend-copy.so" exec valgrind --tool=callgrind --demangle=no --dump-instr=no \
     --callgrind-out-file="$T/$name" "$T/hookproxy" run --listen "127.0.0.1:$hp" --quiet "$@") >"$T/$name.log" 2>&1 &
   pid=$!; PIDS+=("$pid")
   for _ in $(seq 1 600); do

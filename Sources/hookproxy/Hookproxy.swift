@@ -10,4 +10,9 @@ struct Hookproxy: AsyncParsableCommand {
         subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self, CACommand.self, ReplayCommand.self],
         defaultSubcommand: RunCommand.self
     )
+
+    static func main() async {
+        GnuTLSImplicitInit.skip()
+        await main(nil)
+    }
 }
