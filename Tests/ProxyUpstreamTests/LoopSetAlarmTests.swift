@@ -23,11 +23,24 @@ struct LoopSetAlarmTests {
     /// Sequential requests to an origin that answers after a pause: the loop sleeps before each answer, and every one
     /// wakes it through the alarm; the watcher thread never starts.
     @Test func aSleepingLoopIsWokenWithoutTheWatcherThread() async throws {
+        let (statistics, watcherRan) = try await Self.sequentialSlowAnswers(20, settings: UpstreamSettings())
+        #expect(statistics.transfers == 20)
+        #expect(statistics.wakeups >= 20)  // each answer came while the loop slept
+        if Self.kernelOffersAIO {
+            #expect(statistics.threadWakeups == 0)
+            #expect(!watcherRan)
+        }
+    }
+
+    /// `count` requests one after another on one loop, each answered after 5 ms; the engine's statistics, and
+    /// whether its watcher thread ran.
+    private static func sequentialSlowAnswers(_ count: Int, settings: UpstreamSettings) async throws
+        -> (UpstreamStatistics, Bool) {
         let origin = try await TestOrigin.start()
-        let engine = UpstreamEngine()
+        let engine = UpstreamEngine(settings: settings)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
-        for _ in 0..<20 {
+        for _ in 0..<count {
             let delegate = TestDelegate()
             let request = UpstreamRequest(head: RequestHead(method: "GET", url: ProxyURL(string: "\(origin.baseURL)/slow-head?ms=5")!),
                                           body: .none, settings: UpstreamSettings())
@@ -36,40 +49,20 @@ struct LoopSetAlarmTests {
             #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
             #expect(String(decoding: delegate.body, as: UTF8.self) == "slow head\n")
         }
-        let statistics = engine.statistics
-        #expect(statistics.transfers == 20)
-        #expect(statistics.wakeups >= 20)  // each answer came while the loop slept
-        if Self.kernelOffersAIO {
-            #expect(statistics.threadWakeups == 0)
-            #expect(!engine.watcher.threadRunning)
-        }
+        let result = (engine.statistics, engine.watcher.threadRunning)
         await engine.shutdown()
         try await group.shutdownGracefully()
         try await origin.shutdown()
+        return result
     }
 
     /// `kernelWakeups: false` (and the kernel's refusal) leave it to the watcher thread: the same requests complete,
     /// each woken by the thread.
     @Test func theWatcherThreadWakesTheLoopWhenAskedTo() async throws {
-        let origin = try await TestOrigin.start()
-        let engine = UpstreamEngine(settings: UpstreamSettings(kernelWakeups: false))
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let loop = group.next()
-        for _ in 0..<10 {
-            let delegate = TestDelegate()
-            let request = UpstreamRequest(head: RequestHead(method: "GET", url: ProxyURL(string: "\(origin.baseURL)/slow-head?ms=5")!),
-                                          body: .none, settings: UpstreamSettings())
-            _ = engine.start(request, delegate: delegate, on: loop)
-            let outcome = try #require(await delegate.waitForCompletion(timeout: .seconds(10)))
-            #expect(outcome.error == nil, "\(outcome.error?.message ?? "")")
-        }
-        let statistics = engine.statistics
+        let (statistics, watcherRan) = try await Self.sequentialSlowAnswers(10, settings: UpstreamSettings(kernelWakeups: false))
         #expect(statistics.threadWakeups >= 10)
         #expect(statistics.threadWakeups == statistics.wakeups)
-        #expect(engine.watcher.threadRunning)
-        await engine.shutdown()
-        try await group.shutdownGracefully()
-        try await origin.shutdown()
+        #expect(watcherRan)
     }
 
     /// A transfer started on the loop as the engine is made, before the alarm's channel is registered there (which
