@@ -3,7 +3,8 @@ public enum HopByHop {
     /// Which message a head belongs to: `TE` means something in a request only.
     public enum Message: Sendable { case request, response }
 
-    /// Removes the standard hop-by-hop headers and every header named in `Connection`.
+    /// Removes the standard hop-by-hop headers and every header named in `Connection`, and those names from
+    /// `Trailer` (the trailers they name are dropped too: `strip(trailers:connection:in:)`).
     /// In a request `TE: trailers` survives (RFC 9110 §10.1.4: it says the client takes trailers; gRPC servers send
     /// them only then), as `TE: trailers` alone. In a response `TE` has no meaning and goes whatever it says (HTTP/2
     /// allows it in requests only, RFC 9113 §8.2.2).
@@ -34,6 +35,25 @@ public enum HopByHop {
             headers.removeAll { field in isHopByHop(field.name, named) }
         }
         if message == .request, takesTrailers, !named.contains(where: { $0.caseInsensitiveEquals("te") }) { headers.add("TE", "trailers") }
+        pruneTrailer(&headers, named: named)
+    }
+
+    /// A `Trailer` field announces the trailer fields to come. Those that will be dropped (hop-by-hop ones, and
+    /// those `Connection` names) leave the announcement too, and a `Trailer` left naming nothing goes; the field
+    /// keeps its place.
+    private static func pruneTrailer(_ headers: inout HeaderFields, named: [String]) {
+        guard headers.contains("trailer") else { return }
+        let lowercased = Set(named.map { $0.asciiLowercased() })
+        var kept: [String] = []
+        var dropped = false
+        for announced in headers.values(for: "trailer") {
+            forEachListItem(announced) { item in
+                let name = String(item)
+                if isStandard(name) || lowercased.contains(name.asciiLowercased()) { dropped = true } else { kept.append(name) }
+            }
+        }
+        guard dropped else { return }
+        if kept.isEmpty { headers.remove("trailer") } else { headers.set("Trailer", kept.joined(separator: ", ")) }
     }
 
     /// Strips a message's trailer fields as `strip` strips a head, and also every field its head named in

@@ -13,7 +13,7 @@ struct UpstreamFieldHygieneTests {
 
     /// A chunked answer whose trailers hold framing and routing fields beside a real one, and whose head says `TE`.
     static let trailersScript: [MisbehavingOrigin.Step] = [
-        .text("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\nTE: trailers\r\nConnection: X-Hop-Only\r\n\r\n"),
+        .text("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum, X-Hop-Only\r\nTE: trailers\r\nConnection: X-Hop-Only\r\n\r\n"),
         .text("5\r\nhello\r\n0\r\nX-Checksum: abc\r\nX-Hop-Only: 1\r\nContent-Length: 99\r\nConnection: close\r\nX-Ctl: a\u{1B}b\r\nX-Del: \u{7F}\r\n\r\n"),
         .close,
     ]
@@ -59,6 +59,7 @@ struct UpstreamFieldHygieneTests {
                     "\(String(describing: response.trailers))")
             #expect(response.trailer("x-ctl") == nil && response.trailer("x-del") == nil, "control characters: \(String(describing: response.trailers))")
             #expect(response.header("te") == nil, "\(response.headers)")
+            #expect(response.header("trailer") == "X-Checksum", "announces only what comes: \(response.headers)")
         }
     }
 
@@ -69,6 +70,7 @@ struct UpstreamFieldHygieneTests {
         let head = parts.first ?? ""
         #expect(head.hasPrefix("HTTP/1.1 200"), "\(answer)")
         #expect(!head.lowercased().contains("\r\nte:"), "\(head)")
+        #expect(head.contains("\r\nTrailer: X-Checksum\r\n"), "announces only what comes: \(head)")
         let tail = answer.dropFirst(head.count + 4)
         #expect(tail.contains("0\r\nX-Checksum: abc\r\n"), "\(tail)")
         #expect(!tail.lowercased().contains("content-length") && !tail.lowercased().contains("connection:"), "\(tail)")

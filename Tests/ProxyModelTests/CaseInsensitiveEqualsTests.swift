@@ -52,7 +52,8 @@ struct HopByHopTests {
                         "tE", "Transfer-Encoding", "upgrade"]
         let lookalikes = ["Connectiom", "keep-alivf", "proxy-connectiom", "proxy-authorizatiom", "proxy-authenticatf",
                           "tf", "transfer-encodinh", "upgradf", "Trailer", "Host"]
-        var headers = HeaderFields((standard + lookalikes).map { HeaderField(name: $0, value: "1") })
+        // (`Trailer` names a field no `Connection` names: its value "1" is one, and would leave it.)
+        var headers = HeaderFields((standard + lookalikes).map { HeaderField(name: $0, value: $0 == "Trailer" ? "X-Sum" : "1") })
         HopByHop.strip(&headers)
         #expect(headers.map(\.name) == lookalikes)
     }
@@ -81,5 +82,21 @@ struct HopByHopTests {
         var request = HeaderFields([HeaderField(name: "TE", value: "trailers"), HeaderField(name: "X-A", value: "1")])
         HopByHop.strip(&request, in: .request)
         #expect(request.map { "\($0.name): \($0.value)" } == ["X-A: 1", "TE: trailers"])
+    }
+
+    /// A trailer the head's `Connection` names is dropped, so `Trailer` stops announcing it (it kept doing so: the
+    /// client waited for a field that never came); a `Trailer` with nothing left goes, one that names no dropped
+    /// field is left as it was.
+    @Test func trailerStopsAnnouncingDroppedFields() {
+        var head = HeaderFields([HeaderField(name: "trailer", value: "X-Sum, x-hop ,TE"), HeaderField(name: "Connection", value: "X-Hop"),
+                                 HeaderField(name: "X-A", value: "1"), HeaderField(name: "Trailer", value: "X-Hop")])
+        HopByHop.strip(&head, in: .response)
+        #expect(head.map { "\($0.name): \($0.value)" } == ["trailer: X-Sum", "X-A: 1"])
+        var onlyDropped = HeaderFields([HeaderField(name: "Trailer", value: "x-hop"), HeaderField(name: "Connection", value: "x-hop")])
+        HopByHop.strip(&onlyDropped, in: .response)
+        #expect(onlyDropped.isEmpty)
+        var untouched = HeaderFields([HeaderField(name: "Trailer", value: "X-Sum ,  X-Other"), HeaderField(name: "Connection", value: "close")])
+        HopByHop.strip(&untouched, in: .request)
+        #expect(untouched.map { "\($0.name): \($0.value)" } == ["Trailer: X-Sum ,  X-Other"])
     }
 }
