@@ -19,11 +19,8 @@ struct InformationalResponseTests {
         -> (answer: String, record: FlowRecord?) {
         try await MisbehavingOrigin.with(script) { origin in
             try await withProxy { proxy in
-                let answer = try await withRawClient(proxy) { client in
-                    try await client.send(rawRequest("GET \(origin.baseURL)/page \(version)",
-                                                     ["Host: 127.0.0.1:\(origin.port)", "Connection: close"]))
-                    return String(decoding: try await client.readToEOF(), as: UTF8.self)
-                }
+                let answer = try await rawGET("\(origin.baseURL)/page", host: "127.0.0.1:\(origin.port)", through: proxy,
+                                              version: version)
                 return (answer, await proxy.recorder.waitFor(count: 1).first)
             }
         }

@@ -38,6 +38,15 @@ func withRawClient<T>(_ proxy: ProxyHarness, readTimeout: Duration = .seconds(10
     return try await body(client)
 }
 
+/// What a raw client gets, to the end, for one `GET target` (with `Connection: close`) through `proxy`.
+func rawGET(_ target: String, host: String, through proxy: ProxyHarness, version: String = "HTTP/1.1",
+            headers: [String] = []) async throws -> String {
+    try await withRawClient(proxy) { client in
+        try await client.send(rawRequest("GET \(target) \(version)", ["Host: \(host)", "Connection: close"] + headers))
+        return String(decoding: try await client.readToEOF(), as: UTF8.self)
+    }
+}
+
 /// `curl -s -S -x PROXY args…` through the proxy.
 func curlThrough(_ proxy: ProxyHarness, _ args: [String], timeout: Duration = .seconds(30)) async throws -> CurlCLI.Result {
     try await CurlCLI.run(["-s", "-S", "-x", proxy.proxyURL] + args, timeout: timeout)

@@ -16,11 +16,7 @@ struct TLSTruncationTests {
     private func answer(_ script: [MisbehavingOrigin.Step]) async throws -> (String, FlowRecord?) {
         try await MisbehavingOrigin.with(script, tls: Self.ca.identity([Self.ca.leaf, Self.ca.intermediate])) { origin in
             try await withInterceptingProxy { proxy, _ in
-                let answer = try await withRawClient(proxy) { client in
-                    try await client.send(rawRequest("GET https://localhost:\(origin.port)/t HTTP/1.1",
-                                                     ["Host: localhost:\(origin.port)", "Connection: close"]))
-                    return String(decoding: try await client.readToEOF(), as: UTF8.self)
-                }
+                let answer = try await rawGET("https://localhost:\(origin.port)/t", host: "localhost:\(origin.port)", through: proxy)
                 return (answer, await proxy.recorder.waitFor(count: 1).first)
             }
         }

@@ -38,11 +38,7 @@ struct UpstreamFieldHygieneTests {
     private func rawAnswer(_ script: [MisbehavingOrigin.Step], headers: [String] = []) async throws -> String {
         try await MisbehavingOrigin.with(script) { origin in
             try await withProxy { proxy in
-                try await withRawClient(proxy) { client in
-                    try await client.send(rawRequest("GET \(origin.baseURL)/x HTTP/1.1",
-                                                     ["Host: 127.0.0.1:\(origin.port)", "Connection: close"] + headers))
-                    return String(decoding: try await client.readToEOF(), as: UTF8.self)
-                }
+                try await rawGET("\(origin.baseURL)/x", host: "127.0.0.1:\(origin.port)", through: proxy, headers: headers)
             }
         }
     }
