@@ -63,4 +63,19 @@ struct GnuTLSImplicitInitTests {
         }
         try await origin.shutdown()
     }
+
+    /// Started through the loader (`ld.so hookproxy …`), `/proc/self/exe` is the loader: hookproxy must not execute
+    /// that with its own arguments (a review's find: `ld.so check` failed with "cannot open shared object file", and
+    /// `--help` printed the loader's usage), and goes on as it is.
+    @Test func startedThroughTheLoaderItRunsAsItIs() async throws {
+        let loaders = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        guard let loader = loaders.first(where: { FileManager.default.isExecutableFile(atPath: $0) }),
+              let binary = HookproxyProcess.executable else { return }
+        let version = try await Hooks.run(loader, [binary, "--version"])
+        #expect(version.exitCode == 0 && version.stdout.hasPrefix("hookproxy "), "\(version)")
+        let directory = try TemporaryDirectory()
+        try directory.write("rules:\n  - name: one\n    match: { host: a.test }\n    respond: { body: x }\n", to: "rules/one.yaml")
+        let check = try await Hooks.run(loader, [binary, "check", "--rules", directory.path + "/rules"])
+        #expect(check.exitCode == 0 && check.stdout.contains("ok: 1 rule"), "\(check)")
+    }
 }
