@@ -201,6 +201,7 @@ final class LoopEngine: @unchecked Sendable {
             if !alarm.arm() {
                 alarm.close()
                 useWatcherThread()
+                watcher.arm(socketSet, index: index)
             }
         case .thread:
             watcher.arm(socketSet, index: index)
@@ -227,6 +228,13 @@ final class LoopEngine: @unchecked Sendable {
             useWatcherThread()
             if !polling { sleep() }
         }
+    }
+
+    /// Tests: makes the loop's alarm fail from now on (see `LoopSetAlarm.failForTesting`); false when it has none.
+    func failAlarmForTesting() -> Bool {
+        guard case .alarm(let alarm) = waker else { return false }
+        alarm.failForTesting()
+        return true
     }
 
     private func useWatcherThread() {

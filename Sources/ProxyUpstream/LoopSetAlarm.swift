@@ -34,6 +34,10 @@ final class LoopSetAlarm: @unchecked Sendable {
     /// A poll is submitted and has not completed.
     private(set) var armed = false
     private var closed = false
+    /// The AIO context exists (destroyed once; its id may then be another context's, so it is never used again).
+    private var contextOpen = true
+    /// `request` is allocated.
+    private var requestHeld = true
 
     private init(aio: UInt64, request: UnsafeMutablePointer<iocb>, eventfd: Int32, set: LoopSocketSet,
                  report: @escaping (Event) -> Void) {
@@ -83,7 +87,7 @@ final class LoopSetAlarm: @unchecked Sendable {
     /// Asks the kernel to report the set's next readiness (at once if it is ready now). False when it refuses: the
     /// alarm is then no use, and the caller closes it.
     func arm() -> Bool {
-        guard !closed else { return false }
+        guard !closed, contextOpen else { return false }
         if armed { return true }
         var error = hp_aio_poll_readable(aio, request, set.descriptor, eventfd)
         if error == EAGAIN {
@@ -118,15 +122,29 @@ final class LoopSetAlarm: @unchecked Sendable {
         report(.lost)
     }
 
-    private var kernelSideOpen = true
-
     /// Destroys the AIO context (which cancels a poll still outstanding, so the kernel no longer holds `request`),
     /// then frees the request.
     private func closeKernelSide() {
-        guard kernelSideOpen else { return }
-        kernelSideOpen = false
-        hp_aio_close(aio)
+        destroyContext()
+        guard requestHeld else { return }
+        requestHeld = false
         free(request)
+    }
+
+    private func destroyContext() {
+        guard contextOpen else { return }
+        contextOpen = false
+        hp_aio_close(aio)
+    }
+
+    /// Tests: the kernel side goes away under the alarm, as if `io_submit` began to fail. A poll outstanding ends
+    /// as a cancelled one does (reported ready); the next `arm` fails.
+    func failForTesting() {
+        destroyContext()
+        if armed {
+            armed = false
+            report(.ready)
+        }
     }
 }
 

@@ -68,6 +68,16 @@ public final class UpstreamEngine: Sendable {
         return all
     }
 
+    /// Tests: makes every loop's kernel alarm fail from now on, as if the kernel stopped taking AIO polls; how many
+    /// loops had one.
+    func failAlarmsForTesting() async -> Int {
+        var failed = 0
+        for engine in loops.withLock({ Array($0.values) }) {
+            if (try? await engine.loop.submit { engine.failAlarmForTesting() }.get()) == true { failed += 1 }
+        }
+        return failed
+    }
+
     /// How many transfers finished, and how many upstream connections they had to open.
     public var statistics: UpstreamStatistics { counter.snapshot }
 

@@ -32,15 +32,31 @@ struct LoopSetAlarmTests {
         }
     }
 
-    /// `count` requests one after another on one loop, each answered after 5 ms; the engine's statistics, and
-    /// whether its watcher thread ran.
-    private static func sequentialSlowAnswers(_ count: Int, settings: UpstreamSettings) async throws
-        -> (UpstreamStatistics, Bool) {
+    /// The kernel stops taking the alarm's polls while the loop sleeps (`io_submit` fails): the loop hands its set
+    /// to the watcher thread, and the answers after that wake it. The last read of this session's change found that
+    /// the fallback took the thread without handing it the set: each answer then waited for curl's next timer.
+    @Test func anAlarmThatFailsLeavesTheSetToTheWatcher() async throws {
+        guard Self.kernelOffersAIO else { return }
+        let (statistics, watcherRan) = try await Self.sequentialSlowAnswers(8, settings: UpstreamSettings()) { engine, i in
+            if i == 2 { #expect(await engine.failAlarmsForTesting() == 1) }
+        }
+        #expect(statistics.transfers == 8)
+        #expect(statistics.threadWakeups >= 5, "\(statistics)")
+        #expect(watcherRan)
+    }
+
+    /// `count` requests one after another on one loop, each answered after 5 ms (`before` runs ahead of each);
+    /// the engine's statistics, and whether its watcher thread ran.
+    private static func sequentialSlowAnswers(
+        _ count: Int, settings: UpstreamSettings,
+        before: (UpstreamEngine, Int) async -> Void = { _, _ in }
+    ) async throws -> (UpstreamStatistics, Bool) {
         let origin = try await TestOrigin.start()
         let engine = UpstreamEngine(settings: settings)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
-        for _ in 0..<count {
+        for i in 0..<count {
+            await before(engine, i)
             let delegate = TestDelegate()
             let request = UpstreamRequest(head: RequestHead(method: "GET", url: ProxyURL(string: "\(origin.baseURL)/slow-head?ms=5")!),
                                           body: .none, settings: UpstreamSettings())
