@@ -20,7 +20,7 @@ public enum CurlCLI {
     /// Runs `curl args…` (no shell), waits at most `timeout`, kills curl if it runs longer.
     /// Proxy variables are removed from curl's environment so only explicit `-x` flags apply.
     public static func run(_ args: [String], timeout: Duration = .seconds(30)) async throws -> Result {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args
         var environment = ProcessInfo.processInfo.environment

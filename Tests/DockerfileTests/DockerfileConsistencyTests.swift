@@ -255,7 +255,7 @@ struct FakeHookproxy {
 
     func run(_ script: String, _ arguments: [String], environment: [String: String]) throws -> (status: Int32, stderr: String) {
         try? FileManager.default.removeItem(at: log)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = [script] + arguments
         process.environment = ["PATH": "\(dir.path):/usr/bin:/bin"].merging(environment) { $1 }

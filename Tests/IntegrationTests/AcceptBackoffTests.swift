@@ -9,7 +9,7 @@ import Testing
 struct AcceptBackoffTests {
     static let limit = 200
     /// Descriptors below this that bash opens and hookproxy inherits: taken by "everything else" before clients come.
-    /// (Only free numbers: one Foundation's Process passes down tells it when the child has exited.)
+    /// (Only free numbers: the child inherits no other descriptor from the test process, see `ChildProcess`.)
     static let taken = 150
 
     static func openDescriptors(_ pid: Int32) -> Int {

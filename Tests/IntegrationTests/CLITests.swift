@@ -143,7 +143,7 @@ struct CLITests {
 /// A child process with its stdout split into lines (collected as they arrive) and stderr collected.
 /// `kill()` in a `defer` makes sure it never outlives the test.
 final class CLIProcess: @unchecked Sendable {
-    private let process: Process
+    private let process: ChildProcess
     private let state: CollectedOutput
     private let readers: [Thread]
 
@@ -151,7 +151,7 @@ final class CLIProcess: @unchecked Sendable {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw RawClient.Failure("\(executable) missing: run `swift build --build-tests` first")
         }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)

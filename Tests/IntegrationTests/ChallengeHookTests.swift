@@ -156,7 +156,7 @@ struct ChallengeHookTests {
     @Test("credential from password_env and from ${VAR}", arguments: ["password_env", "${}"])
     func environmentCredential(form: String) async throws {
         // The environment is handed to the loader, never set with setenv: other tests spawn processes
-        // concurrently, and setenv racing Process.run's copy of environ crashes the test process.
+        // concurrently, and setenv racing a spawn's copy of environ can crash the test process.
         let name = "HOOKPROXY_IT4_PW_\(UUID().uuidString.prefix(8))"
         var environment = ProcessInfo.processInfo.environment
         environment[name] = Self.password

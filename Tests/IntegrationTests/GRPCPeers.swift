@@ -80,7 +80,7 @@ enum GRPCPeers {
 
 /// The gRPC server above, running until `stop`.
 final class GRPCServerProcess {
-    let process = Process()
+    let process = ChildProcess()
     let stdoutPath: String
     private(set) var port = 0
 

@@ -127,7 +127,7 @@ enum Hooks {
                     environment: [String: String]? = nil) async throws
         -> (exitCode: Int32, stdout: String, stderr: String)
     {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: program)
         process.arguments = args
         if let environment { process.environment = environment }

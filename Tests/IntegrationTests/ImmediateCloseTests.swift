@@ -19,7 +19,7 @@ struct ImmediateCloseTests {
         let directory = try TemporaryDirectory()
         let output = directory.path + "/out"
         _ = FileManager.default.createFile(atPath: output, contents: nil)
-        let process = Process()
+        let process = ChildProcess()
         let stdin = Pipe()
         process.executableURL = URL(fileURLWithPath: LogFiles.python)
         process.arguments = [script, String(proxy.port), "localhost", String(port), caPath, mode]

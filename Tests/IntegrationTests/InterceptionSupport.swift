@@ -217,7 +217,7 @@ extension Certificate {
 
 /// The real `hookproxy run` binary, started on 127.0.0.1:0 with stdout and stderr going to files.
 final class RunningHookproxy {
-    let process = Process()
+    let process = ChildProcess()
     let stdoutPath: String
     let stderrPath: String
     private(set) var port = 0

@@ -86,7 +86,7 @@ enum GzipOrigin {
 /// The built `hookproxy` binary running as a child process (stdout and stderr go to files, read at any time).
 /// `stop()` / `killNow()` must be called in every path: use `HookproxyProcess.with`.
 final class HookproxyProcess: @unchecked Sendable {
-    let process = Process()
+    let process = ChildProcess()
     let stdoutPath: String
     let stderrPath: String
     /// `http://127.0.0.1:PORT` from the listening line (empty when it never came).

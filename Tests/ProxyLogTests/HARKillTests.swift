@@ -1,4 +1,5 @@
 import Foundation
+import ProxyTestSupport
 import ProxyModel
 import Testing
 @testable import ProxyLog
@@ -29,7 +30,7 @@ import Testing
         let path = TestFiles.directory().appendingPathComponent("killed.har").path
         var previous = 0
         for round in 0..<4 {
-            let child = Process()
+            let child = ChildProcess()
             child.executableURL = URL(fileURLWithPath: executable)
             child.arguments = ["--testing-library", "swift-testing", "--filter", "childWritesUntilKilled"]
             var environment = ProcessInfo.processInfo.environment

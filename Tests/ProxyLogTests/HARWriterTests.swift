@@ -176,7 +176,7 @@ import Testing
 
     @Test func lockHeldByAnotherProcessNamesItsPid() async throws {
         let path = TestFiles.directory().appendingPathComponent("held.har").path
-        let holder = Process()
+        let holder = ChildProcess()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
         // -o: only flock(1) itself holds the lock; for up to 60 s (killed below): under a loaded machine 4 s ran out
         // before this test's loop saw the lock.

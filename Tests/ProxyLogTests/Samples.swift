@@ -1,5 +1,6 @@
 import Testing
 import Foundation
+import ProxyTestSupport
 import ProxyModel
 
 /// FlowRecords as the server builds them, one of each kind the log must handle.
@@ -140,7 +141,7 @@ enum TestFiles {
     @discardableResult
     static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil)
         throws -> (Int32, String, String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment { process.environment = environment }

@@ -11,7 +11,7 @@ import Testing
 struct TrustSignedPathTests {
     /// Runs `openssl` with `arguments` in `directory`; throws on a non-zero exit.
     static func openssl(_ arguments: [String], in directory: String) throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["openssl"] + arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
