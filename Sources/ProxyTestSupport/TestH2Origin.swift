@@ -17,6 +17,8 @@ import Synchronization
 /// - `/drip`: 200, then `chunks` DATA frames (default 5) of `size` bytes every `interval_ms` (default 100).
 /// - `/held?key=K`: answered once `release(K)` is called.
 /// - `/bytes/N`: N bytes of `x`.
+/// - `/stall`: recorded on its HEADERS, then never read (its stream's window stays shut once the first 64 KiB of
+///   body are in) and never answered: a server applying backpressure to an upload.
 /// It records every request (path, headers, the connection it came on), counts connections, and counts the held
 /// requests whose stream ended before they were answered (reset by the client, or its connection closed).
 public final class TestH2Origin: Sendable {
@@ -138,6 +140,7 @@ private final class H2OriginStream: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .headers(let headers):
+            if head == nil, headers.headers.first(name: ":path") == "/stall" { return stall(context, headers.headers) }
             if head == nil { head = headers.headers } else { trailers = headers.headers }
             if headers.endStream { respond(context: context) }
         case .data(let data):
@@ -151,6 +154,14 @@ private final class H2OriginStream: ChannelInboundHandler, @unchecked Sendable {
     func channelInactive(context: ChannelHandlerContext) {
         if waiting { origin.state.withLock { $0.abandoned += 1 } }
         context.fireChannelInactive()
+    }
+
+    private func stall(_ context: ChannelHandlerContext, _ head: HPACKHeaders) {
+        origin.state.withLock {
+            $0.requests.append(.init(path: "/stall", method: head.first(name: ":method") ?? "",
+                                     headers: head.map { ($0.name, $0.value) }, connection: connection, version: "HTTP/2"))
+        }
+        context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
     }
 
     private func respond(context: ChannelHandlerContext) {

@@ -58,6 +58,15 @@ final class LoopEngine: @unchecked Sendable {
     /// Polls in a row that found nothing: at `idlePollsBeforeSleep` the loop hands the set back to the watcher.
     private var idlePolls = 0
     private static let idlePollsBeforeSleep = 2
+    /// Polls in a row that found work: at `busyPollsBeforeYield` the loop lets NIO read its own sockets first.
+    /// NIO runs a task queued by a task in the same pass, before it looks at any socket, so a poll that queues
+    /// itself after every find would keep the loop from its clients for as long as one of curl's sockets stays
+    /// ready: libcurl 7.88 asks for POLLOUT on an HTTP/2 connection while a stream's send window is shut, and the
+    /// socket is always writable.
+    private var busyPolls = 0
+    private static let busyPollsBeforeYield = 4
+    /// The loop yielded with work found (the set is armed, and wakes it in NIO's next pass): not a wake-up to count.
+    private var yielded = false
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
     /// True while curl runs (inside it, transfers must not be added or removed: those wait for the next turn).
@@ -185,9 +194,10 @@ final class LoopEngine: @unchecked Sendable {
     /// The loop wakes for a socket of the set: it polls from now on until it finds nothing again.
     private func woke(byThread: Bool) {
         guard !polling, !stopped else { return }  // already polling (its next poll hands the set back)
-        statistics.countWakeup(byThread: byThread)
+        if yielded { yielded = false } else { statistics.countWakeup(byThread: byThread) }
         polling = true
         idlePolls = 0
+        busyPolls = 0
         poll()
     }
 
@@ -243,8 +253,9 @@ final class LoopEngine: @unchecked Sendable {
     }
 
     /// Lets curl act on every socket of the set that is ready now. While polls find work, the next poll is queued
-    /// as the loop's next task (NIO then checks its own sockets without sleeping, and the loop comes back here);
-    /// after `idlePollsBeforeSleep` empty polls the set goes back to the watcher and the loop may sleep.
+    /// as the loop's next task, up to `busyPollsBeforeYield` in a row; then the loop yields to NIO's own sockets
+    /// (see `busyPolls`). After `idlePollsBeforeSleep` empty polls the set goes back to what wakes the loop, which
+    /// may sleep.
     private func poll() {
         guard !stopped else { return }
         let found = socketSet.poll { ready in handle(ready) }
@@ -253,7 +264,14 @@ final class LoopEngine: @unchecked Sendable {
             collectFinished()
         }
         idlePolls = found > 0 ? 0 : idlePolls + 1
-        if idlePolls < LoopEngine.idlePollsBeforeSleep {
+        busyPolls = found > 0 ? busyPolls + 1 : 0
+        if busyPolls >= LoopEngine.busyPollsBeforeYield {
+            // Still busy: the set is handed to what wakes the loop, which (the set being ready) wakes it again
+            // through NIO's selector, after NIO has read its own sockets.
+            yielded = true
+            polling = false
+            sleep()
+        } else if idlePolls < LoopEngine.idlePollsBeforeSleep {
             loop.execute { [self] in poll() }
         } else {
             polling = false

@@ -104,6 +104,22 @@ struct HTTP2UpstreamTests {
         }
     }
 
+    /// libcurl 7.88 asks to write an HTTP/2 connection while one stream's send window is shut, and the socket is
+    /// always writable: the engine's poll found work on every turn and queued itself again, and NIO runs a task
+    /// queued by a task before it looks at any socket, so the loop read none of its clients until the upload timed
+    /// out (a hostile review: the next stream waited 13.5 s, another client 10.6 s).
+    @Test("an upload the origin stops reading leaves the other streams to that origin moving")
+    func stalledUploadLeavesOthersMoving() async throws {
+        try await withTunnelClient { client, origin in
+            let upload = try await client.open("POST", "/stall", body: [UInt8](repeating: 0x73, count: 400 * 1024))
+            #expect(await eventually(timeout: .seconds(15)) { origin.requests.contains { $0.path == "/stall" } })
+            try await Task.sleep(for: .milliseconds(300))  // its first 64 KiB are in; the rest waits on the window
+            let other = try await client.send("GET", "/hello", timeout: .seconds(8))
+            #expect(other.status == 200 && other.text == "hello over h2\n", "\(other)")
+            upload.reset()
+        }
+    }
+
     @Test("--upstream-http1: the same origin is asked over HTTP/1.1")
     func upstreamHTTP1() async throws {
         try await TestH2Origin.with(tls: Self.identity) { origin in
