@@ -161,7 +161,7 @@ private final class H2OriginStream: ChannelInboundHandler, @unchecked Sendable {
             $0.requests.append(.init(path: "/stall", method: head.first(name: ":method") ?? "",
                                      headers: head.map { ($0.name, $0.value) }, connection: connection, version: "HTTP/2"))
         }
-        context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+        _ = context.channel.setOption(ChannelOptions.autoRead, value: false)
     }
 
     private func respond(context: ChannelHandlerContext) {

@@ -265,15 +265,12 @@ final class LoopEngine: @unchecked Sendable {
         }
         idlePolls = found > 0 ? 0 : idlePolls + 1
         busyPolls = found > 0 ? busyPolls + 1 : 0
-        if busyPolls >= LoopEngine.busyPollsBeforeYield {
-            // Still busy: the set is handed to what wakes the loop, which (the set being ready) wakes it again
-            // through NIO's selector, after NIO has read its own sockets.
-            yielded = true
-            polling = false
-            sleep()
-        } else if idlePolls < LoopEngine.idlePollsBeforeSleep {
+        if busyPolls < LoopEngine.busyPollsBeforeYield && idlePolls < LoopEngine.idlePollsBeforeSleep {
             loop.execute { [self] in poll() }
         } else {
+            // Idle, or still busy: the set goes to what wakes the loop. Busy, the set is ready, so that wakes the
+            // loop again through NIO's selector, after NIO has read its own sockets.
+            yielded = busyPolls > 0
             polling = false
             sleep()
         }
